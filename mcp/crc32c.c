@@ -1,0 +1,76 @@
+/* crc32c.c — CRC-32C, hardware instruction when present, slicing table otherwise. */
+#include "crc32c.h"
+
+#include <string.h>
+
+#define CRC32C_POLY 0x82f63b78u /* reflected Castagnoli polynomial */
+
+static uint32_t crc_table[8][256];
+static int crc_table_ready;
+
+static void crc_table_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+    __atomic_store_n(&crc_table_ready, 1, __ATOMIC_RELEASE);
+}
+
+static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t len)
+{
+    if (!__atomic_load_n(&crc_table_ready, __ATOMIC_ACQUIRE))
+        crc_table_init(); /* idempotent: racing initialisers write the same values */
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        v ^= crc;
+        crc = crc_table[7][v & 0xff] ^ crc_table[6][(v >> 8) & 0xff] ^
+              crc_table[5][(v >> 16) & 0xff] ^ crc_table[4][(v >> 24) & 0xff] ^
+              crc_table[3][(v >> 32) & 0xff] ^ crc_table[2][(v >> 40) & 0xff] ^
+              crc_table[1][(v >> 48) & 0xff] ^ crc_table[0][v >> 56];
+        p += 8;
+        len -= 8;
+    }
+    while (len--)
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+    return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t len)
+{
+    uint64_t c = crc;
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+        p += 8;
+        len -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (len--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32;
+}
+#endif
+
+uint32_t mcp_crc32c(uint32_t crc, const void *data, size_t len)
+{
+    crc = ~crc;
+#if defined(__x86_64__)
+    static int have_hw = -1;
+    if (have_hw < 0) {
+        __builtin_cpu_init();
+        have_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    }
+    if (have_hw)
+        return ~crc_hw(crc, data, len);
+#endif
+    return ~crc_soft(crc, data, len);
+}

@@ -1,0 +1,70 @@
+/*
+ * lanai.h — the "hardware" the firmware runs on.
+ *
+ * Myrinet's LANai is gone; the MCP touches the outside world only through this interface:
+ * a link that sends and receives whole frames, and a clock (passed into mcp_poll()).  Anything
+ * that provides these operations can execute the firmware: a host process, the psid NIC
+ * thread, a kernel thread, or a test with a simulated network.
+ *
+ * Contract for every link:
+ *  - tx() queues one frame for node `dst`; the frame memory stays valid and unchanged until
+ *    the next flush() returns, so a link may batch (sendmmsg, GSO).  A full queue is not an
+ *    error: tx() returns -EAGAIN and the firmware tries again on a later pass.
+ *  - flush() hands every queued frame to the wire.  It never blocks.
+ *  - rx() copies up to n waiting frames into bufs[i] (each `cap` bytes), stores each length in
+ *    lens[i] and returns how many it filled (0 when nothing waits).  It never blocks.  A frame
+ *    longer than cap is truncated to cap and its length reported as cap + 1, so the firmware
+ *    counts it as malformed.
+ *  - Links are unreliable, like Myrinet: frames may be lost, duplicated, reordered or
+ *    corrupted.  Reliability is the firmware's job.
+ */
+#ifndef PSPORT_MCP_LANAI_H
+#define PSPORT_MCP_LANAI_H
+
+#include <stdint.h>
+
+struct lanai_link;
+
+struct lanai_link_ops {
+    /* Queue one frame of len bytes for node dst. 0, or -EAGAIN when the queue is full. */
+    int (*tx)(struct lanai_link *link, uint16_t dst, const void *frame, uint32_t len);
+    /* Send every queued frame. Returns the number sent or a negative errno. */
+    int (*flush)(struct lanai_link *link);
+    /* Receive up to n frames (see contract above). Returns the count or a negative errno. */
+    int (*rx)(struct lanai_link *link, void *const *bufs, uint32_t cap, uint32_t *lens, int n);
+    /* Release the link and everything it owns. */
+    void (*close)(struct lanai_link *link);
+};
+
+/* A link instance. Implementations embed this as their first member. */
+struct lanai_link {
+    const struct lanai_link_ops *ops;
+    const char *kind;   /* "sim", "udp", "eth" */
+    uint32_t max_frame; /* largest frame (header + payload) the wire carries */
+    uint16_t node;      /* this node's id */
+    uint16_t max_nodes; /* node ids are 0 .. max_nodes-1 */
+};
+
+static inline int lanai_tx(struct lanai_link *l, uint16_t dst, const void *f, uint32_t len)
+{
+    return l->ops->tx(l, dst, f, len);
+}
+
+static inline int lanai_flush(struct lanai_link *l)
+{
+    return l->ops->flush(l);
+}
+
+static inline int lanai_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_t *lens,
+                           int n)
+{
+    return l->ops->rx(l, bufs, cap, lens, n);
+}
+
+static inline void lanai_close(struct lanai_link *l)
+{
+    if (l)
+        l->ops->close(l);
+}
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * link.h — opening the links the firmware runs over (see mcp/lanai.h for the contract).
+ *
+ *   sim  in-process network with seeded faults (tests); see link_sim.h
+ *   udp  one UDP socket per node (default)
+ *   eth  raw Ethernet frames, EtherType 0x88B5, AF_PACKET (needs CAP_NET_RAW)
+ *
+ * udp and eth inject faults too (struct mcp_fault_cfg), because this kernel has no netem.
+ */
+#ifndef PSPORT_MCP_LINK_H
+#define PSPORT_MCP_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fault.h"
+#include "lanai.h"
+#include "nodes.h"
+
+#define MCP_ETHERTYPE 0x88B5
+
+struct mcp_link_params {
+    uint16_t node;                /* this node's id in nodes */
+    const struct psp_nodes *nodes; /* addresses of every node (udp: ip:port, eth: mac) */
+    const char *ifname;           /* eth: interface to use (NULL: the one holding our MAC) */
+    struct mcp_fault_cfg fault;   /* faults injected on transmit */
+    int fd;                       /* an already opened socket to use, or -1; the link
+                                     takes it over and closes it with the link */
+};
+
+/*
+ * Open a link of kind "udp" or "eth" with params p.  Returns the link, or NULL with a message
+ * in err that says what to do (e.g. "eth link needs CAP_NET_RAW: run as root").
+ * The caller owns the link and frees it with lanai_close().
+ */
+struct lanai_link *mcp_link_open(const char *kind, const struct mcp_link_params *p, char *err,
+                                 size_t errlen);
+
+struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err, size_t errlen);
+struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err, size_t errlen);
+
+/* The socket behind a udp or eth link (to hand to another process), or -1. */
+int mcp_link_fd(struct lanai_link *link);
+
+/* Counters of a udp or eth link (the sim link has mcp_sim_net_stats()). */
+struct mcp_link_stats {
+    uint64_t tx_frames, tx_bytes; /* handed to the kernel */
+    uint64_t tx_busy;             /* tx() answered -EAGAIN: the queue was full */
+    uint64_t tx_deferred;         /* flushes that left frames queued: socket buffer full */
+    uint64_t tx_errors;           /* frames the kernel refused for good (not sent, counted) */
+    uint64_t tx_no_route;         /* frames for a node without address (eth: without MAC) */
+    uint64_t rx_frames, rx_bytes; /* handed to the firmware */
+    uint64_t rx_truncated;        /* longer than the caller's buffer (reported as cap + 1) */
+    uint64_t rx_ignored;          /* eth: not ours (outgoing copies, other EtherTypes, runts) */
+    uint64_t rx_errors;           /* errors the socket reported on receive (e.g. ICMP) */
+    uint64_t fault_dropped, fault_duplicated, fault_corrupted; /* injected faults */
+};
+
+/* Copy the counters of a udp or eth link into s. 0, or -EINVAL for another kind of link. */
+int mcp_link_stats(struct lanai_link *link, struct mcp_link_stats *s);
+
+/* Fill f from PSP_LINK_LOSS, PSP_LINK_DUP, PSP_LINK_CORRUPT, PSP_LINK_SEED. 0 or -EINVAL. */
+int mcp_fault_from_settings(struct mcp_fault_cfg *f, char *err, size_t errlen);
+
+#endif

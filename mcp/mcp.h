@@ -1,0 +1,79 @@
+/*
+ * mcp.h — the firmware: format a NIC memory image and run the MCP main loop on it.
+ *
+ * The firmware is a non-blocking state machine.  mcp_poll() runs one pass: take READY send
+ * slots, transmit inside the window, receive a batch of frames and apply the RDP rules
+ * (seed 001, table 1), move READY receive slots to the host queue, fire timers.  It never
+ * blocks and never allocates; every bit of state it keeps is in the image, so any executor
+ * that holds the NIC lock may run it (the lock is the caller's business).
+ */
+#ifndef PSPORT_MCP_H
+#define PSPORT_MCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lanai.h"
+#include "mcp_image.h"
+#include "mcp_wire.h"
+
+/* Largest number of control frames (ACK/NACK/SYN/RST) one pass can queue. */
+#define MCP_CTRL_FRAMES 64
+
+/*
+ * An executor's handle on a NIC: the image as mapped in this executor and the link as
+ * opened by it.  Not shared; holds scratch memory for control frames so mcp_poll() need not
+ * allocate.  The caller owns both the image mapping and the link.
+ */
+struct mcp_nic {
+    struct mcp_image *img;
+    struct lanai_link *link;
+    uint32_t ctrl_used;
+    uint8_t ctrl[MCP_CTRL_FRAMES][MCP_WIRE_HDR];
+};
+
+/* Fill c with the defaults (window 8, 4096-byte slots, ...) for node `node`. */
+void mcp_config_default(struct mcp_config *c, uint16_t node);
+
+/* Check a configuration; returns 0 or -EINVAL and, if why != NULL, a static reason. */
+int mcp_config_check(const struct mcp_config *c, const char **why);
+
+/* Bytes needed for an image with configuration c (0 if c is invalid). */
+size_t mcp_image_size(const struct mcp_config *c);
+
+/*
+ * Lay out a fresh image in mem (size bytes, zero or not): header, sections, all slots IDLE,
+ * all connections closed.  Returns 0, -EINVAL for a bad configuration or -ENOSPC if size is
+ * too small.  The caller owns mem.
+ */
+int mcp_image_format(void *mem, size_t size, const struct mcp_config *c);
+
+/*
+ * Check that mem (size bytes) holds an image of this ABI: magic, version and size.
+ * Returns 0, -EPROTO (not an image / another ABI version; *found gets the version) or -EINVAL.
+ */
+int mcp_image_check(const void *mem, size_t size, uint32_t *found_version);
+
+/* Bind an executor handle to an image and a link. The link's max_frame limits slot_size. */
+void mcp_nic_init(struct mcp_nic *nic, struct mcp_image *img, struct lanai_link *link);
+
+/*
+ * Run one pass of the firmware at time now_ns (any monotonic clock, nanoseconds).
+ * Returns how much work was done (frames sent + received + delivered); 0 means idle.
+ */
+int mcp_poll(struct mcp_nic *nic, uint64_t now_ns);
+
+/* Largest payload one send slot carries on this NIC (slot size limited by the link). */
+uint32_t mcp_max_payload(const struct mcp_image *img);
+
+/* Name of a counter by index, its help text, and the number of counters. */
+const char *mcp_counter_name(unsigned i);
+const char *mcp_counter_help(unsigned i);
+unsigned mcp_counter_count(void);
+/* Value of counter i of img. */
+uint64_t mcp_counter_value(const struct mcp_image *img, unsigned i);
+
+/* Name of a slot state ("IDLE", ...). */
+const char *mcp_slot_state_name(uint32_t state);
+
+#endif

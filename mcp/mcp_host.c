@@ -1,0 +1,117 @@
+/* mcp_host.c — the host side of the NIC image: contexts, send slots, host receive queue. */
+#include "mcp_host.h"
+
+#include "mcp.h"
+#include "mcp_compat.h"
+
+int mcp_ctx_attach(struct mcp_image *img, uint32_t owner)
+{
+    for (unsigned c = 0; c < img->cfg.contexts; c++) {
+        struct mcp_context *cx = mcp_ctx(img, c);
+        uint32_t expect = MCP_CTX_FREE;
+        if (!__atomic_compare_exchange_n(&cx->state, &expect, (uint32_t)MCP_CTX_ATTACHED, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            continue;
+        /* A FREE context is not touched by the firmware: all its slots are IDLE and
+         * accept == head. Forget errors nobody read. */
+        struct mcp_send_error *q = mcp_errq(img, c);
+        for (unsigned i = 0; i < img->cfg.send_slots; i++)
+            MCP_STORE_REL(&q[i].full, 0u);
+        cx->errq_tail = MCP_LOAD_ACQ(&cx->errq_head);
+        cx->owner = owner;
+        cx->generation++;
+        __atomic_or_fetch(&img->ctx_mask, 1ull << c, __ATOMIC_ACQ_REL);
+        return (int)c;
+    }
+    return -EBUSY;
+}
+
+void mcp_ctx_detach(struct mcp_image *img, unsigned c)
+{
+    uint32_t expect = MCP_CTX_ATTACHED;
+    __atomic_compare_exchange_n(&mcp_ctx(img, c)->state, &expect, (uint32_t)MCP_CTX_CLOSING, 0,
+                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+void *mcp_send_slot(struct mcp_image *img, unsigned c, uint32_t *slot)
+{
+    struct mcp_context *cx = mcp_ctx(img, c);
+    uint32_t idx = cx->head % img->cfg.send_slots;
+    uint32_t id = c * img->cfg.send_slots + idx;
+
+    if (MCP_LOAD_ACQ(&mcp_sslot(img, id)->state) != MCP_SLOT_IDLE)
+        return NULL;
+    *slot = idx;
+    return mcp_sframe(img, id) + MCP_WIRE_HDR;
+}
+
+void mcp_send_post(struct mcp_image *img, unsigned c, uint32_t slot, uint16_t dst, uint32_t len,
+                   uint32_t cookie)
+{
+    struct mcp_context *cx = mcp_ctx(img, c);
+    struct mcp_send_slot *s = mcp_sslot(img, c * img->cfg.send_slots + slot);
+
+    s->dst = dst;
+    s->len = len;
+    s->cookie = cookie;
+    MCP_STORE_REL(&s->state, (uint32_t)MCP_SLOT_READY);
+    MCP_STORE_REL(&cx->head, cx->head + 1);
+}
+
+int mcp_send(struct mcp_image *img, unsigned c, uint16_t dst, const void *data, uint32_t len,
+             uint32_t cookie)
+{
+    uint32_t slot;
+    void *buf;
+
+    if (len > mcp_max_payload(img))
+        return -EMSGSIZE;
+    buf = mcp_send_slot(img, c, &slot);
+    if (!buf)
+        return -EAGAIN;
+    memcpy(buf, data, len);
+    mcp_send_post(img, c, slot, dst, len, cookie);
+    return 0;
+}
+
+uint32_t mcp_send_busy(struct mcp_image *img, unsigned c)
+{
+    uint32_t busy = 0;
+    for (uint32_t i = 0; i < img->cfg.send_slots; i++)
+        if (MCP_LOAD_ACQ(&mcp_sslot(img, c * img->cfg.send_slots + i)->state) != MCP_SLOT_IDLE)
+            busy++;
+    return busy;
+}
+
+int mcp_recv_peek(struct mcp_image *img, struct mcp_rx_desc *d)
+{
+    uint32_t q = img->hostq_tail % img->cfg.hostq_slots;
+    struct mcp_hostq_entry *e = mcp_hostq(img, q);
+
+    if (!MCP_LOAD_ACQ(&e->full))
+        return 0;
+    d->data = mcp_hostq_data(img, q);
+    d->len = e->len;
+    d->src = e->src;
+    return 1;
+}
+
+void mcp_recv_done(struct mcp_image *img)
+{
+    uint32_t q = img->hostq_tail % img->cfg.hostq_slots;
+    img->hostq_tail++;
+    MCP_STORE_REL(&mcp_hostq(img, q)->full, 0u);
+}
+
+int mcp_errq_pop(struct mcp_image *img, unsigned c, struct mcp_send_error *e)
+{
+    struct mcp_context *cx = mcp_ctx(img, c);
+    struct mcp_send_error *q = &mcp_errq(img, c)[cx->errq_tail % img->cfg.send_slots];
+
+    if (!MCP_LOAD_ACQ(&q->full))
+        return 0;
+    *e = *q;
+    cx->errq_tail++;
+    MCP_STORE_REL(&q->full, 0u);
+    return 1;
+}

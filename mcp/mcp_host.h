@@ -1,0 +1,68 @@
+/*
+ * mcp_host.h — the host side of the NIC: what a process does with the image it has mapped.
+ *
+ * Sending is programmed I/O as in the paper: take the next IDLE slot of the context's send
+ * ring, copy the payload into its frame buffer, post it (state READY).  Receiving reads the
+ * host receive queue the firmware fills.  These functions never run the firmware; the caller
+ * runs mcp_poll() (host-driven executor) or relies on another executor.
+ *
+ * Locking: one thread per context for the send functions; one consumer at a time for the
+ * host receive queue (the caller serialises).  Attach/detach are safe from any process.
+ */
+#ifndef PSPORT_MCP_HOST_H
+#define PSPORT_MCP_HOST_H
+
+#include <stdint.h>
+
+#include "mcp_image.h"
+
+/*
+ * Attach a context for owner (e.g. a pid). Returns the context index, or -EBUSY when all
+ * contexts are taken.
+ */
+int mcp_ctx_attach(struct mcp_image *img, uint32_t owner);
+
+/*
+ * Detach context c.  Slots already posted still go out; the firmware frees the context once
+ * all its slots are IDLE.  Used by the owner and by whoever reclaims a dead owner.
+ */
+void mcp_ctx_detach(struct mcp_image *img, unsigned c);
+
+/*
+ * Next free send slot of context c: returns its payload buffer (mcp_max_payload() bytes) and
+ * stores the ring index in *slot, or returns NULL when the ring is full (try after polling).
+ */
+void *mcp_send_slot(struct mcp_image *img, unsigned c, uint32_t *slot);
+
+/*
+ * Post the slot obtained from mcp_send_slot(): len payload bytes to node dst.  cookie comes
+ * back in a struct mcp_send_error if the send fails.  The slot belongs to the firmware from
+ * here on.
+ */
+void mcp_send_post(struct mcp_image *img, unsigned c, uint32_t slot, uint16_t dst, uint32_t len,
+                   uint32_t cookie);
+
+/* Copy len bytes to node dst through context c. 0, -EAGAIN (ring full) or -EMSGSIZE. */
+int mcp_send(struct mcp_image *img, unsigned c, uint16_t dst, const void *data, uint32_t len,
+             uint32_t cookie);
+
+/* Send slots of context c not IDLE (posted and not yet acknowledged or failed). */
+uint32_t mcp_send_busy(struct mcp_image *img, unsigned c);
+
+/* A frame waiting in the host receive queue. data points into the image. */
+struct mcp_rx_desc {
+    const void *data;
+    uint32_t len;
+    uint16_t src;
+};
+
+/* Look at the oldest received frame without taking it: 1 and *d filled, or 0 when empty. */
+int mcp_recv_peek(struct mcp_image *img, struct mcp_rx_desc *d);
+
+/* Release the frame returned by the last mcp_recv_peek() (the data is gone afterwards). */
+void mcp_recv_done(struct mcp_image *img);
+
+/* Take the oldest send error of context c into *e: 1, or 0 when none. */
+int mcp_errq_pop(struct mcp_image *img, unsigned c, struct mcp_send_error *e);
+
+#endif
