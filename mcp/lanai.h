@@ -10,7 +10,10 @@
  *  - tx() queues one frame for node `dst`; the frame memory stays valid and unchanged until
  *    the next flush() returns, so a link may batch (sendmmsg, GSO).  A full queue is not an
  *    error: tx() returns -EAGAIN and the firmware tries again on a later pass.
- *  - flush() hands every queued frame to the wire.  It never blocks.
+ *  - flush() hands every queued frame to the wire.  It never blocks.  A frame the wire will
+ *    not take now (socket buffer full) is dropped and counted by the link, like a frame lost
+ *    on the wire; the firmware's retransmission recovers it.  After flush() returns the link
+ *    no longer references any frame memory: the firmware may reuse it at once.
  *  - rx() copies up to n waiting frames into bufs[i] (each `cap` bytes), stores each length in
  *    lens[i] and returns how many it filled (0 when nothing waits).  It never blocks.  A frame
  *    longer than cap is truncated to cap and its length reported as cap + 1, so the firmware
