@@ -20,12 +20,12 @@
 #define MCP_ETHERTYPE 0x88B5
 
 struct mcp_link_params {
-    uint16_t node;                /* this node's id in nodes */
+    uint16_t node;                 /* this node's id in nodes */
     const struct psp_nodes *nodes; /* addresses of every node (udp: ip:port, eth: mac) */
-    const char *ifname;           /* eth: interface to use (NULL: the one holding our MAC) */
-    struct mcp_fault_cfg fault;   /* faults injected on transmit */
-    int fd;                       /* an already opened socket to use, or -1; the link
-                                     takes it over and closes it with the link */
+    const char *ifname;            /* eth: interface to use (NULL: the one holding our MAC) */
+    struct mcp_fault_cfg fault;    /* faults injected on transmit */
+    int fd;                        /* an already opened socket to use, or -1; an opened
+                                      link owns it (closes it), a failed open leaves it */
 };
 
 /*
@@ -46,7 +46,7 @@ int mcp_link_fd(struct lanai_link *link);
 struct mcp_link_stats {
     uint64_t tx_frames, tx_bytes; /* handed to the kernel */
     uint64_t tx_busy;             /* tx() answered -EAGAIN: the queue was full */
-    uint64_t tx_deferred;         /* flushes that left frames queued: socket buffer full */
+    uint64_t tx_dropped_full;     /* frames dropped at flush: socket buffer full (lanai.h) */
     uint64_t tx_errors;           /* frames the kernel refused for good (not sent, counted) */
     uint64_t tx_no_route;         /* frames for a node without address (eth: without MAC) */
     uint64_t rx_frames, rx_bytes; /* handed to the firmware */

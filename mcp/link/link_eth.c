@@ -1,0 +1,371 @@
+/*
+ * link_eth.c — raw Ethernet frames with psport's own EtherType (0x88B5), via AF_PACKET.
+ *
+ * On the wire: [dst MAC][src MAC][EtherType 0x88B5][firmware frame].  The socket is bound to
+ * one interface (from the params, the nodes file, or the interface holding this node's MAC)
+ * and to our EtherType.  max_frame is the interface MTU.  Needs CAP_NET_RAW.
+ *
+ * Frames shorter than the Ethernet minimum are padded by some NICs; a received minimum-size
+ * frame is trimmed back to the length its firmware header announces.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "link.h"
+#include "link_sock.h"
+#include "log.h"
+#include "mcp_wire.h"
+
+#define ETH_HDR 14u
+#define ETH_MIN 60u /* shortest frame on the wire (without FCS) */
+
+struct eth_link {
+    struct mcp_sock_link s; /* first member */
+    int ifindex;
+    char ifname[IF_NAMESIZE];
+    uint8_t mac[6];
+    uint8_t *has_mac;   /* per node */
+    uint8_t (*macs)[6]; /* per node */
+    uint8_t *warned;    /* per node: "has no MAC" logged */
+    struct mmsghdr rmsg[MCP_SOCK_RXBATCH];
+    struct iovec riov[MCP_SOCK_RXBATCH][2];
+    struct sockaddr_ll rsll[MCP_SOCK_RXBATCH];
+    uint8_t rhdr[MCP_SOCK_RXBATCH][ETH_HDR];
+};
+
+static void eth_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void eth_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int eth_route(struct mcp_sock_link *s, uint16_t dst)
+{
+    struct eth_link *e = (struct eth_link *)s;
+    if (e->has_mac[dst])
+        return 0;
+    if (!e->warned[dst]) {
+        e->warned[dst] = 1;
+        PSP_WARN("eth link: node %u has no MAC address in the nodes file; frames to it are not "
+                 "sent (add its MAC: '<id> <ip> <aa:bb:cc:dd:ee:ff>')",
+                 (unsigned)dst);
+    }
+    return -EHOSTUNREACH;
+}
+
+static void eth_fill(struct mcp_sock_link *s, struct mcp_sock_txent *t, struct msghdr *m)
+{
+    struct eth_link *e = (struct eth_link *)s;
+    (void)m; /* the socket is bound to the interface: no address needed */
+    memcpy(t->hdr, e->macs[t->dst], 6);
+    memcpy(t->hdr + 6, e->mac, 6);
+    t->hdr[12] = (uint8_t)(MCP_ETHERTYPE >> 8);
+    t->hdr[13] = (uint8_t)(MCP_ETHERTYPE & 0xff);
+}
+
+static int eth_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_t *lens, int n)
+{
+    struct eth_link *e = (struct eth_link *)l;
+    struct mcp_sock_link *s = &e->s;
+
+    if (n <= 0)
+        return 0;
+    if (n > MCP_SOCK_RXBATCH)
+        n = MCP_SOCK_RXBATCH;
+    for (int i = 0; i < n; i++) {
+        e->riov[i][0].iov_base = e->rhdr[i];
+        e->riov[i][0].iov_len = ETH_HDR;
+        e->riov[i][1].iov_base = bufs[i];
+        e->riov[i][1].iov_len = cap;
+        struct msghdr *m = &e->rmsg[i].msg_hdr;
+        memset(m, 0, sizeof *m);
+        m->msg_iov = e->riov[i];
+        m->msg_iovlen = 2;
+        m->msg_name = &e->rsll[i];
+        m->msg_namelen = sizeof e->rsll[i];
+    }
+
+    int r;
+    for (int tries = 0;; tries++) {
+        r = recvmmsg(s->fd, e->rmsg, (unsigned)n, MSG_DONTWAIT, NULL);
+        if (r >= 0)
+            break;
+        int err = errno;
+        if (err == EAGAIN || err == EWOULDBLOCK)
+            return 0;
+        if (err == EINTR)
+            continue;
+        if (err == EBADF || err == ENOTSOCK || err == EFAULT || err == EINVAL)
+            return -err;
+        s->st.rx_errors++; /* e.g. ENETDOWN while the interface bounces */
+        mcp_sock_warn(s, "receive", err);
+        if (tries >= 8)
+            return 0;
+    }
+
+    int out = 0;
+    for (int i = 0; i < r; i++) {
+        uint32_t wire = e->rmsg[i].msg_len;
+        const uint8_t *h = e->rhdr[i];
+        if (e->rsll[i].sll_pkttype == PACKET_OUTGOING || wire < ETH_HDR ||
+            h[12] != (uint8_t)(MCP_ETHERTYPE >> 8) || h[13] != (uint8_t)(MCP_ETHERTYPE & 0xff)) {
+            s->st.rx_ignored++;
+            continue;
+        }
+        uint32_t len = wire - ETH_HDR;
+        if (e->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+            len = cap + 1;
+            s->st.rx_truncated++;
+        } else if (wire == ETH_MIN && len >= MCP_WIRE_HDR) {
+            /* possibly padded to the minimum: trust the firmware header's length */
+            uint32_t want = MCP_WIRE_HDR + mcp_get_le16((const uint8_t *)bufs[i] + 20);
+            if (want < len)
+                len = want;
+        }
+        if (out != i)
+            memmove(bufs[out], bufs[i], len <= cap ? len : cap);
+        lens[out++] = len;
+        s->st.rx_frames++;
+        s->st.rx_bytes += wire - ETH_HDR;
+    }
+    return out;
+}
+
+static void eth_close(struct lanai_link *l)
+{
+    struct eth_link *e = (struct eth_link *)l;
+    mcp_sock_fini(&e->s);
+    free(e->has_mac);
+    free(e->macs);
+    free(e->warned);
+    free(e);
+}
+
+static const struct lanai_link_ops eth_ops = {
+    .tx = mcp_sock_tx,
+    .flush = mcp_sock_flush,
+    .rx = eth_rx,
+    .close = eth_close,
+};
+
+static void fmt_mac(const uint8_t m[6], char out[18])
+{
+    snprintf(out, 18, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+/* The interface whose hardware address is mac, into name. 0 or -ENODEV. */
+static int find_if_by_mac(const uint8_t mac[6], char name[IF_NAMESIZE])
+{
+    struct ifaddrs *ifa, *i;
+    int rc = -ENODEV;
+    if (getifaddrs(&ifa) != 0)
+        return -errno;
+    for (i = ifa; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_PACKET)
+            continue;
+        const struct sockaddr_ll *ll = (const struct sockaddr_ll *)i->ifa_addr;
+        if (ll->sll_halen == 6 && memcmp(ll->sll_addr, mac, 6) == 0) {
+            snprintf(name, IF_NAMESIZE, "%s", i->ifa_name);
+            rc = 0;
+            break;
+        }
+    }
+    freeifaddrs(ifa);
+    return rc;
+}
+
+/* Interface facts through fd: MAC, MTU, up. 0 or -errno. */
+static int if_facts(int fd, const char *name, uint8_t mac[6], int *mtu, int *up)
+{
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
+    if (ioctl(fd, SIOCGIFHWADDR, &ifr) != 0)
+        return -errno;
+    memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+    if (ioctl(fd, SIOCGIFMTU, &ifr) != 0)
+        return -errno;
+    *mtu = ifr.ifr_mtu;
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0)
+        return -errno;
+    *up = (ifr.ifr_flags & IFF_UP) != 0;
+    return 0;
+}
+
+struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err, size_t errlen)
+{
+    if (!p || !p->nodes) {
+        eth_err(err, errlen, "eth link: no nodes table given");
+        return NULL;
+    }
+    const struct psp_nodes *nodes = p->nodes;
+    if (p->node >= nodes->count || !nodes->node[p->node].present) {
+        eth_err(err, errlen,
+                "eth link: node %u is not in the nodes file: add a line '%u <ip> <mac> [<if>]'",
+                (unsigned)p->node, (unsigned)p->node);
+        return NULL;
+    }
+    const struct psp_node_addr *me = &nodes->node[p->node];
+
+    struct eth_link *e = calloc(1, sizeof *e);
+    if (!e) {
+        eth_err(err, errlen, "eth link: out of memory");
+        return NULL;
+    }
+    e->s.fd = -1;
+    int adopted = p->fd >= 0; /* on failure the caller keeps its descriptor */
+    e->has_mac = calloc(nodes->count, 1);
+    e->warned = calloc(nodes->count, 1);
+    e->macs = calloc(nodes->count, sizeof *e->macs);
+    if (!e->has_mac || !e->warned || !e->macs) {
+        eth_err(err, errlen, "eth link: out of memory");
+        goto fail;
+    }
+    for (unsigned i = 0; i < nodes->count; i++) {
+        if (nodes->node[i].present && nodes->node[i].has_mac) {
+            e->has_mac[i] = 1;
+            memcpy(e->macs[i], nodes->node[i].mac, 6);
+        }
+    }
+
+    int fd = p->fd;
+    if (!adopted) {
+        fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(MCP_ETHERTYPE));
+        if (fd < 0) {
+            int er = errno;
+            if (er == EPERM || er == EACCES)
+                eth_err(err, errlen,
+                        "eth link needs CAP_NET_RAW (run as root) — or use PSP_LINK=udp");
+            else
+                eth_err(err, errlen, "eth link: cannot open a packet socket: %s", strerror(er));
+            goto fail;
+        }
+    }
+    e->s.fd = fd;
+
+    /* which interface */
+    if (adopted) {
+        struct sockaddr_ll ll;
+        socklen_t sl = sizeof ll;
+        memset(&ll, 0, sizeof ll);
+        if (getsockname(fd, (struct sockaddr *)&ll, &sl) != 0 || ll.sll_family != AF_PACKET ||
+            ll.sll_ifindex == 0 || !if_indextoname((unsigned)ll.sll_ifindex, e->ifname)) {
+            eth_err(err, errlen,
+                    "eth link: descriptor %d is not a packet socket bound to an interface", fd);
+            goto fail;
+        }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    } else if (p->ifname && p->ifname[0]) {
+        snprintf(e->ifname, sizeof e->ifname, "%s", p->ifname);
+    } else if (me->ifname[0]) {
+        snprintf(e->ifname, sizeof e->ifname, "%s", me->ifname);
+    } else if (me->has_mac) {
+        if (find_if_by_mac(me->mac, e->ifname) != 0) {
+            char m[18];
+            fmt_mac(me->mac, m);
+            eth_err(err, errlen,
+                    "eth link: no interface on this host has MAC %s (node %u in the nodes "
+                    "file): fix the MAC, or name the interface with PSP_LINK_IF",
+                    m, (unsigned)p->node);
+            goto fail;
+        }
+    } else {
+        eth_err(err, errlen,
+                "eth link: node %u has neither a MAC nor an interface in the nodes file: add "
+                "'<mac> <interface>' to its line, or set PSP_LINK_IF",
+                (unsigned)p->node);
+        goto fail;
+    }
+
+    e->ifindex = (int)if_nametoindex(e->ifname);
+    if (e->ifindex == 0) {
+        eth_err(err, errlen, "eth link: no interface '%s' on this host (see 'ip link')", e->ifname);
+        goto fail;
+    }
+    int mtu = 0, up = 0;
+    int rc = if_facts(fd, e->ifname, e->mac, &mtu, &up);
+    if (rc) {
+        eth_err(err, errlen, "eth link: cannot query interface %s: %s", e->ifname, strerror(-rc));
+        goto fail;
+    }
+    if (!up) {
+        eth_err(err, errlen, "eth link: interface %s is down: 'ip link set %s up'", e->ifname,
+                e->ifname);
+        goto fail;
+    }
+    if (mtu < (int)MCP_WIRE_HDR + 1) {
+        eth_err(err, errlen, "eth link: MTU %d of %s is too small for psport frames", mtu,
+                e->ifname);
+        goto fail;
+    }
+    if (me->has_mac && memcmp(me->mac, e->mac, 6) != 0) {
+        char a[18], b[18];
+        fmt_mac(me->mac, a);
+        fmt_mac(e->mac, b);
+        PSP_WARN("eth link: the nodes file gives node %u MAC %s but %s has %s; peers will not "
+                 "reach this node unless the file is fixed",
+                 (unsigned)p->node, a, e->ifname, b);
+    }
+
+    if (!adopted) {
+        struct sockaddr_ll ll;
+        memset(&ll, 0, sizeof ll);
+        ll.sll_family = AF_PACKET;
+        ll.sll_protocol = htons(MCP_ETHERTYPE);
+        ll.sll_ifindex = e->ifindex;
+        if (bind(fd, (struct sockaddr *)&ll, sizeof ll) != 0) {
+            eth_err(err, errlen, "eth link: cannot bind to %s: %s", e->ifname, strerror(errno));
+            goto fail;
+        }
+    }
+#ifdef PACKET_IGNORE_OUTGOING
+    int one = 1;
+    (void)setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
+#endif
+    mcp_sock_buffers(fd, MCP_SOCK_BUFSIZE);
+
+    e->s.l.ops = &eth_ops;
+    e->s.l.kind = "eth";
+    e->s.l.max_frame = (uint32_t)mtu;
+    e->s.l.node = p->node;
+    e->s.l.max_nodes = nodes->count;
+    e->s.hdr_len = ETH_HDR;
+    e->s.route = eth_route;
+    e->s.fill = eth_fill;
+    if (mcp_sock_init(&e->s, fd, &p->fault) != 0) {
+        eth_err(err, errlen, "eth link: out of memory");
+        goto fail;
+    }
+    return &e->s.l;
+
+fail:
+    if (adopted)
+        e->s.fd = -1;
+    mcp_sock_fini(&e->s);
+    free(e->has_mac);
+    free(e->macs);
+    free(e->warned);
+    free(e);
+    return NULL;
+}

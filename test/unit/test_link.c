@@ -1,0 +1,1295 @@
+/*
+ * test_link.c — the links under the firmware: fault generator, nodes files, the simulated
+ * network, the udp link on loopback and the eth link on a veth pair inside a private network
+ * namespace (root only; never touches the host's interfaces).
+ */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "link.h"
+#include "link_sim.h"
+#include "mcp_wire.h"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+/* A test frame: byte 3 = type, bytes 4..7 = number, the rest a pattern derived from both. */
+static void make_frame(uint8_t *f, uint32_t len, uint8_t type, uint32_t no)
+{
+    for (uint32_t i = 0; i < len; i++)
+        f[i] = (uint8_t)(i * 7 + no * 13 + 1);
+    if (len > 3)
+        f[3] = type;
+    if (len >= 8)
+        mcp_put_le32(f + 4, no);
+}
+
+static uint32_t frame_no(const uint8_t *f)
+{
+    return mcp_get_le32(f + 4);
+}
+
+static int frame_ok(const uint8_t *f, uint32_t len, uint8_t type, uint32_t no)
+{
+    uint8_t want[70000];
+    make_frame(want, len, type, no);
+    return memcmp(want, f, len) == 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int contains(const char *hay, const char *needle)
+{
+    return hay && strstr(hay, needle) != NULL;
+}
+
+/* ---- fault generator ---------------------------------------------------------------------- */
+
+TEST(fault_rand_deterministic)
+{
+    uint64_t a = 42, b = 42, c = 43, z = 0;
+    int same = 1, differ = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t x = mcp_rand64(&a), y = mcp_rand64(&b), w = mcp_rand64(&c);
+        same &= x == y;
+        differ |= x != w;
+    }
+    CHECK(same, "one seed must give one stream");
+    CHECK(differ, "two seeds gave the same stream");
+    uint64_t r1 = mcp_rand64(&z), r2 = mcp_rand64(&z);
+    CHECK(z != 0 && r1 != r2, "a zero state must not get stuck");
+
+    /* the bits are roughly balanced */
+    uint64_t s = 7, ones = 0;
+    for (int i = 0; i < 10000; i++)
+        ones += (uint64_t)__builtin_popcountll(mcp_rand64(&s));
+    CHECK(ones > 310000 && ones < 330000, "%" PRIu64 " one bits in 640000", ones);
+}
+
+TEST(fault_rates)
+{
+    uint64_t seed = th_seed(1);
+    struct mcp_fault_cfg cfg = {0};
+    cfg.loss = 0.10;
+    cfg.dup = 0.05;
+    cfg.corrupt = 0.02;
+    cfg.reorder = 0.03;
+    cfg.reorder_max = 4;
+    cfg.seed = seed;
+    struct mcp_fault f;
+    mcp_fault_init(&f, &cfg);
+
+    const unsigned n = 200000;
+    unsigned drop = 0, dup = 0, cor = 0, hold = 0, hist[6] = {0};
+    int bad = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct mcp_fault_verdict v;
+        mcp_fault_decide(&f, MCP_FT_DATA, 100, &v);
+        drop += v.drop;
+        dup += v.dup;
+        cor += v.corrupt;
+        hold += v.hold;
+        if (v.corrupt && (v.corrupt_at >= 100 || v.corrupt_mask == 0))
+            bad = 1;
+        if (v.hold) {
+            if (v.hold_frames < 1 || v.hold_frames > 4)
+                bad = 1;
+            else
+                hist[v.hold_frames]++;
+        }
+        if (v.drop && (v.dup || v.corrupt || v.hold))
+            bad = 1;
+    }
+    CHECK(!bad, "a verdict out of bounds (corrupt_at, mask, hold_frames or drop+more)");
+    /* expected counts; tolerance 5 standard deviations */
+    double kept = n * 0.9;
+    CHECK(drop > n * 0.10 - 670 && drop < n * 0.10 + 670, "drop %u", drop);
+    CHECK(dup > kept * 0.05 - 460 && dup < kept * 0.05 + 460, "dup %u", dup);
+    CHECK(cor > kept * 0.02 - 300 && cor < kept * 0.02 + 300, "corrupt %u", cor);
+    CHECK(hold > kept * 0.03 - 360 && hold < kept * 0.03 + 360, "hold %u", hold);
+    for (int h = 1; h <= 4; h++)
+        CHECK(hist[h] > hold / 4 - 250 && hist[h] < hold / 4 + 250, "hold_frames=%d: %u of %u", h,
+              hist[h], hold);
+    CHECK_EQ_U64(f.dropped, drop);
+    CHECK_EQ_U64(f.duplicated, dup);
+    CHECK_EQ_U64(f.corrupted, cor);
+    CHECK_EQ_U64(f.held, hold);
+    CHECK_EQ_U64(f.frame_no, n);
+}
+
+TEST(fault_verdicts_repeat)
+{
+    struct mcp_fault_cfg cfg = {0};
+    cfg.loss = 0.2;
+    cfg.dup = 0.2;
+    cfg.corrupt = 0.2;
+    cfg.reorder = 0.2;
+    cfg.reorder_max = 8;
+    cfg.seed = 99;
+    struct mcp_fault a, b, c;
+    mcp_fault_init(&a, &cfg);
+    mcp_fault_init(&b, &cfg);
+    cfg.seed = 100;
+    mcp_fault_init(&c, &cfg);
+    int same = 1, differ = 0;
+    for (int i = 0; i < 5000; i++) {
+        struct mcp_fault_verdict va, vb, vc;
+        mcp_fault_decide(&a, (uint8_t)(i % 6 + 1), 64, &va);
+        mcp_fault_decide(&b, (uint8_t)(i % 6 + 1), 64, &vb);
+        mcp_fault_decide(&c, (uint8_t)(i % 6 + 1), 64, &vc);
+        same &= memcmp(&va, &vb, sizeof va) == 0;
+        differ |= memcmp(&va, &vc, sizeof va) != 0;
+    }
+    CHECK(same, "one seed and one frame sequence must give the same verdicts");
+    CHECK(differ, "seeds 99 and 100 gave the same verdicts");
+}
+
+TEST(fault_drop_list)
+{
+    struct mcp_fault_cfg cfg = {0};
+    cfg.ndrops = 3;
+    cfg.drops[0] = 0;
+    cfg.drops[1] = 5;
+    cfg.drops[2] = 7;
+    CHECK(mcp_fault_active(&cfg), "a drop list is a fault");
+    struct mcp_fault f;
+    mcp_fault_init(&f, &cfg);
+    for (uint64_t i = 0; i < 20; i++) {
+        struct mcp_fault_verdict v;
+        mcp_fault_decide(&f, MCP_FT_ACK, 32, &v);
+        int want = i == 0 || i == 5 || i == 7;
+        CHECK(v.drop == want, "frame %" PRIu64 ": drop=%d, want %d", i, v.drop, want);
+    }
+    CHECK_EQ_U64(f.dropped, 3);
+}
+
+TEST(fault_loss_types)
+{
+    struct mcp_fault_cfg cfg = {0};
+    cfg.loss = 1.0;
+    cfg.loss_types = 1u << MCP_FT_DATA;
+    struct mcp_fault f;
+    mcp_fault_init(&f, &cfg);
+    unsigned lost[MCP_FT_MAX + 1] = {0};
+    for (int i = 0; i < 600; i++) {
+        uint8_t t = (uint8_t)(i % MCP_FT_MAX + 1);
+        struct mcp_fault_verdict v;
+        mcp_fault_decide(&f, t, 40, &v);
+        lost[t] += v.drop;
+    }
+    for (int t = 1; t <= MCP_FT_MAX; t++)
+        CHECK_EQ_U64(lost[t], t == MCP_FT_DATA ? 100 : 0);
+
+    struct mcp_fault_cfg none = {0};
+    CHECK(!mcp_fault_active(&none), "an empty configuration injects nothing");
+    none.delay_ns = 5;
+    CHECK(mcp_fault_active(&none), "a delay is active");
+}
+
+/* ---- nodes files -------------------------------------------------------------------------- */
+
+TEST(nodes_parse_good)
+{
+    static struct psp_nodes n;
+    char err[256] = "";
+    const char *text = "# test cluster\n"
+                       "\n"
+                       "0 198.18.0.1\n"
+                       "   1\t198.18.0.2:5000   # with port\n"
+                       "3 198.18.0.4 02:00:00:AA:bb:0c eth1\r\n"
+                       "4 198.18.0.5 veth4\n"
+                       "5 198.18.0.6:7 02-00-00-00-00-06";
+    CHECK_OK(psp_nodes_parse(text, 18360, &n, err, sizeof err));
+    CHECK_EQ_U64(n.count, 6);
+    CHECK(n.node[0].present && n.node[1].present && !n.node[2].present && n.node[3].present,
+          "present flags");
+    CHECK_EQ_U64(n.node[0].port, 18360);
+    CHECK_EQ_U64(n.node[1].port, 5000);
+    CHECK_EQ_U64(ntohl(n.node[1].ip.s_addr), 0xC6120002u);
+    CHECK(!n.node[0].has_mac && n.node[3].has_mac, "MAC flags");
+    const uint8_t mac3[6] = {2, 0, 0, 0xaa, 0xbb, 0x0c};
+    CHECK_EQ_MEM(n.node[3].mac, mac3, 6);
+    CHECK_EQ_STR(n.node[3].ifname, "eth1");
+    CHECK_EQ_STR(n.node[4].ifname, "veth4");
+    CHECK(!n.node[4].has_mac, "an interface alone is no MAC");
+    CHECK(n.node[5].has_mac && n.node[5].mac[5] == 6 && n.node[5].port == 7, "node 5");
+
+    psp_nodes_single(&n, 1234);
+    CHECK_EQ_U64(n.count, 1);
+    CHECK_EQ_U64(n.node[0].port, 1234);
+    CHECK_EQ_U64(ntohl(n.node[0].ip.s_addr), INADDR_LOOPBACK);
+}
+
+TEST(nodes_parse_errors)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"0 10.0.0.1\n1 10.0.0.2\n2 10.0.0.3 zz:00:00:00:00:01\n",
+         "line 3: bad MAC 'zz:00:00:00:00:01'"},
+        {"0 10.0.0.1 02:00:00:00:00\n", "line 1: bad MAC '02:00:00:00:00'"},
+        {"0 10.0.0.1 eth0 02:00:00:00:00:01\n", "line 1: bad MAC 'eth0'"},
+        {"0 10.0.0.1\n# two\n0 10.0.0.2\n", "line 3: duplicate node id 0 (already on line 1)"},
+        {"1024 10.0.0.1\n", "line 1: node id 1024 out of range (0..1023)"},
+        {"99999999999999999999 10.0.0.1\n", "line 1: bad node id"},
+        {"x 10.0.0.1\n", "line 1: bad node id 'x'"},
+        {"-1 10.0.0.1\n", "line 1: bad node id '-1'"},
+        {"0 10.0.0.256\n", "line 1: bad IP address '10.0.0.256'"},
+        {"0 host.example\n", "line 1: bad IP address 'host.example'"},
+        {"0 10.0.0.1:70000\n", "line 1: bad port '70000'"},
+        {"0 10.0.0.1:0\n", "line 1: bad port '0'"},
+        {"0 10.0.0.1:\n", "line 1: bad port ''"},
+        {"0 10.0.0.1:12x\n", "line 1: bad port '12x'"},
+        {"0\n", "line 1: node 0 has no address"},
+        {"0 10.0.0.1 02:00:00:00:00:01 eth0 extra\n", "line 1: too many words"},
+        {"0 10.0.0.1 averyveryverylonginterfacename\n", "line 1: bad interface name"},
+        {"0 10.0.0.1:5\n1 10.0.0.1:5\n", "line 2: node 1 uses 10.0.0.1:5, already taken by node 0"},
+        {"# nothing\n\n", "no nodes described"},
+        {"", "no nodes described"},
+    };
+    static struct psp_nodes n;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[256] = "";
+        int rc = psp_nodes_parse(cases[i].text, 18360, &n, err, sizeof err);
+        CHECK(rc == -EINVAL, "case %zu: rc %d", i, rc);
+        CHECK(contains(err, cases[i].want), "case %zu: message \"%s\", want \"%s\"", i, err,
+              cases[i].want);
+    }
+    char err[256] = "";
+    CHECK_RC(psp_nodes_parse("0 10.0.0.1\n", 0, &n, err, sizeof err), -EINVAL);
+    CHECK(contains(err, "no UDP port"), "default port 0: \"%s\"", err);
+}
+
+TEST(nodes_load)
+{
+    static struct psp_nodes n;
+    char path[] = "/tmp/test_link_nodes.XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0, "mkstemp: %s", strerror(errno));
+    const char *text = "0 127.0.0.1:9000\n1 127.0.0.1:9001 02:00:00:00:00:01\n";
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write");
+    close(fd);
+    char err[512] = "";
+    CHECK_OK(psp_nodes_load(path, 18360, &n, err, sizeof err));
+    CHECK_EQ_U64(n.count, 2);
+    CHECK_EQ_U64(n.node[1].port, 9001);
+
+    fd = open(path, O_WRONLY | O_TRUNC);
+    CHECK(write(fd, "0 1.2.3.4\n0 1.2.3.5\n", 20) == 20, "write");
+    close(fd);
+    CHECK_RC(psp_nodes_load(path, 18360, &n, err, sizeof err), -EINVAL);
+    CHECK(contains(err, path) && contains(err, "line 2: duplicate node id 0"), "\"%s\"", err);
+    unlink(path);
+
+    CHECK_RC(psp_nodes_load(path, 18360, &n, err, sizeof err), -ENOENT);
+    CHECK(contains(err, "cannot read nodes file") && contains(err, path), "\"%s\"", err);
+}
+
+/* ---- simulated network -------------------------------------------------------------------- */
+
+#define SIM_MAXF 2048
+
+struct rxbufs {
+    uint8_t mem[64][SIM_MAXF];
+    void *bufs[64];
+    uint32_t lens[64];
+};
+
+static struct rxbufs *rxbufs_new(void)
+{
+    struct rxbufs *r = calloc(1, sizeof *r);
+    for (int i = 0; i < 64; i++)
+        r->bufs[i] = r->mem[i];
+    return r;
+}
+
+TEST(sim_delivery)
+{
+    struct mcp_sim_net *net = mcp_sim_net_create(3, SIM_MAXF, NULL);
+    REQUIRE(net != NULL, "create");
+    struct lanai_link *a = mcp_sim_link_open(net, 0), *b = mcp_sim_link_open(net, 1),
+                      *c = mcp_sim_link_open(net, 2);
+    REQUIRE(a && b && c, "open");
+    CHECK(mcp_sim_link_open(net, 1) == NULL, "a node's link opens once");
+    CHECK(mcp_sim_link_open(net, 3) == NULL, "node 3 does not exist");
+    CHECK_EQ_STR(a->kind, "sim");
+    CHECK_EQ_U64(a->max_frame, SIM_MAXF);
+    CHECK_EQ_U64(b->node, 1);
+    CHECK_EQ_U64(b->max_nodes, 3);
+
+    struct rxbufs *r = rxbufs_new();
+    uint8_t f[SIM_MAXF];
+    for (uint32_t i = 0; i < 10; i++) {
+        make_frame(f, 40 + i, MCP_FT_DATA, i);
+        CHECK_OK(lanai_tx(a, (uint16_t)(1 + i % 2), f, 40 + i));
+        memset(f, 0, sizeof f); /* the sim copies at tx */
+    }
+    CHECK_RC(lanai_tx(a, 3, f, 40), -EINVAL);
+    CHECK_RC(lanai_tx(a, 1, f, SIM_MAXF + 1), -EMSGSIZE);
+    CHECK_EQ_U64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 0); /* not flushed yet */
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 0);
+    CHECK_EQ_I64(lanai_flush(a), 10);
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 10);
+
+    int n = lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 3);
+    CHECK_EQ_I64(n, 3);
+    n += lanai_rx(b, r->bufs + 3, SIM_MAXF, r->lens + 3, 61);
+    CHECK_EQ_I64(n, 5);
+    for (int i = 0; i < n; i++) {
+        uint32_t no = (uint32_t)(2 * i);
+        CHECK_EQ_U64(r->lens[i], 40 + no);
+        CHECK(frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, no), "content of frame %u", no);
+    }
+    CHECK_EQ_I64(lanai_rx(c, r->bufs, SIM_MAXF, r->lens, 64), 5);
+    CHECK(frame_no(r->mem[4]) == 9, "order at node 2");
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 0);
+
+    /* frames to a node without an open link are lost */
+    lanai_close(c);
+    make_frame(f, 50, MCP_FT_DATA, 77);
+    CHECK_OK(lanai_tx(a, 2, f, 50));
+    CHECK_EQ_I64(lanai_flush(a), 1);
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 0);
+    CHECK_RC(mcp_sim_inject(net, 2, f, 50), -ENOTCONN);
+
+    struct mcp_sim_stats st;
+    mcp_sim_net_stats(net, &st);
+    CHECK_EQ_U64(st.sent, 11);
+    CHECK_EQ_U64(st.delivered, 10);
+    CHECK_EQ_U64(st.dropped, 1);
+    CHECK_EQ_U64(st.queued_max, 10);
+
+    /* unflushed frames are released at close */
+    CHECK_OK(lanai_tx(a, 1, f, 50));
+    lanai_close(a);
+    lanai_close(b);
+    mcp_sim_net_destroy(net);
+    free(r);
+}
+
+TEST(sim_txq_full)
+{
+    struct mcp_sim_net *net = mcp_sim_net_create(2, 64, NULL);
+    struct lanai_link *a = mcp_sim_link_open(net, 0), *b = mcp_sim_link_open(net, 1);
+    uint8_t f[64] = {0};
+    int n = 0;
+    while (lanai_tx(a, 1, f, 64) == 0 && n < 100000)
+        n++;
+    CHECK(n >= 64 && n < 100000, "queue of %d frames", n);
+    CHECK_RC(lanai_tx(a, 1, f, 64), -EAGAIN);
+    CHECK_EQ_I64(lanai_flush(a), n);
+    CHECK_OK(lanai_tx(a, 1, f, 64));
+    lanai_close(a);
+    lanai_close(b);
+    mcp_sim_net_destroy(net);
+}
+
+TEST(sim_delay)
+{
+    struct mcp_fault_cfg cfg = {0};
+    cfg.delay_ns = 1000;
+    struct mcp_sim_net *net = mcp_sim_net_create(2, SIM_MAXF, &cfg);
+    struct lanai_link *a = mcp_sim_link_open(net, 0), *b = mcp_sim_link_open(net, 1);
+    struct rxbufs *r = rxbufs_new();
+    uint8_t f[64];
+    mcp_sim_net_set_time(net, 500);
+    make_frame(f, 64, MCP_FT_DATA, 1);
+    lanai_tx(a, 1, f, 64);
+    lanai_flush(a);
+    mcp_sim_net_set_time(net, 700);
+    make_frame(f, 64, MCP_FT_DATA, 2);
+    lanai_tx(a, 1, f, 64);
+    lanai_flush(a);
+    CHECK_EQ_I64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 0);
+    mcp_sim_net_set_time(net, 1499);
+    CHECK_EQ_I64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 0);
+    mcp_sim_net_set_time(net, 1500);
+    CHECK_EQ_I64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 1);
+    CHECK_EQ_U64(frame_no(r->mem[0]), 1);
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 1);
+    mcp_sim_net_set_time(net, 1000); /* the clock never goes back */
+    mcp_sim_net_set_time(net, 1700);
+    CHECK_EQ_I64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 1);
+    CHECK_EQ_U64(frame_no(r->mem[0]), 2);
+    lanai_close(a);
+    lanai_close(b);
+    mcp_sim_net_destroy(net);
+    free(r);
+}
+
+TEST(sim_dup_and_drop_list)
+{
+    struct mcp_fault_cfg cfg = {0};
+    cfg.dup = 1.0;
+    cfg.ndrops = 2;
+    cfg.drops[0] = 1;
+    cfg.drops[1] = 3;
+    struct mcp_sim_net *net = mcp_sim_net_create(2, SIM_MAXF, &cfg);
+    struct lanai_link *a = mcp_sim_link_open(net, 0), *b = mcp_sim_link_open(net, 1);
+    struct rxbufs *r = rxbufs_new();
+    uint8_t f[100];
+    for (uint32_t i = 0; i < 5; i++) {
+        make_frame(f, 100, MCP_FT_DATA, i);
+        lanai_tx(a, 1, f, 100);
+    }
+    lanai_flush(a);
+    int n = lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64);
+    CHECK_EQ_I64(n, 6);
+    static const uint32_t want[6] = {0, 0, 2, 2, 4, 4};
+    for (int i = 0; i < n && i < 6; i++)
+        CHECK(frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, want[i]), "frame %d is not %u", i,
+              want[i]);
+    struct mcp_sim_stats st;
+    mcp_sim_net_stats(net, &st);
+    CHECK_EQ_U64(st.duplicated, 3);
+    CHECK_EQ_U64(st.dropped, 2);
+
+    /* a new configuration restarts the frame count: frame 1 is dropped again */
+    cfg.dup = 0;
+    mcp_sim_net_set_fault(net, &cfg);
+    for (uint32_t i = 0; i < 3; i++) {
+        make_frame(f, 100, MCP_FT_DATA, i);
+        lanai_tx(a, 1, f, 100);
+    }
+    lanai_flush(a);
+    CHECK_EQ_I64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 2);
+    CHECK(frame_no(r->mem[1]) == 2, "frame 1 dropped after set_fault");
+    lanai_close(a);
+    lanai_close(b);
+    mcp_sim_net_destroy(net);
+    free(r);
+}
+
+TEST(sim_reorder_bounds)
+{
+    uint64_t seed = th_seed(5);
+    struct mcp_fault_cfg cfg = {0};
+    cfg.reorder = 0.3;
+    cfg.reorder_max = 3;
+    cfg.seed = seed;
+    struct mcp_sim_net *net = mcp_sim_net_create(2, SIM_MAXF, &cfg);
+    struct lanai_link *a = mcp_sim_link_open(net, 0), *b = mcp_sim_link_open(net, 1);
+    struct rxbufs *r = rxbufs_new();
+    enum { N = 2000 };
+    static uint32_t order[N + 8];
+    static uint8_t seen[N];
+    unsigned got = 0;
+    uint8_t f[64];
+    for (uint32_t i = 0; i < N; i++) {
+        make_frame(f, 64, MCP_FT_DATA, i);
+        lanai_tx(a, 1, f, 64);
+        lanai_flush(a);
+        int n = lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64);
+        for (int k = 0; k < n && got < N + 8; k++)
+            order[got++] = frame_no(r->mem[k]);
+    }
+    /* the last held frames go out when the clock moves on */
+    CHECK(mcp_sim_net_pending(net) <= 3, "%" PRIu64 " pending", mcp_sim_net_pending(net));
+    mcp_sim_net_set_time(net, 5000);
+    int n = lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64);
+    mcp_sim_net_set_time(net, 20000);
+    n += lanai_rx(b, r->bufs + n, SIM_MAXF, r->lens + n, 64 - n);
+    for (int k = 0; k < n && got < N + 8; k++)
+        order[got++] = frame_no(r->mem[k]);
+    CHECK_EQ_U64(got, N);
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 0);
+
+    unsigned inversions = 0, worst = 0, dupl = 0;
+    for (unsigned i = 0; i < got; i++) {
+        uint32_t no = order[i];
+        if (no >= N || seen[no]++)
+            dupl++;
+        /* how many frames sent after it arrived before it */
+        unsigned late = 0;
+        for (unsigned j = 0; j < i; j++)
+            late += order[j] > no;
+        inversions += late > 0;
+        if (late > worst)
+            worst = late;
+    }
+    CHECK_EQ_U64(dupl, 0);
+    CHECK(worst <= 3, "a frame was overtaken by %u later ones (reorder_max 3)", worst);
+    CHECK(inversions > 100, "only %u frames were reordered", inversions);
+    struct mcp_sim_stats st;
+    mcp_sim_net_stats(net, &st);
+    CHECK(st.reordered > 450 && st.reordered < 750, "reordered %" PRIu64, st.reordered);
+    lanai_close(a);
+    lanai_close(b);
+    mcp_sim_net_destroy(net);
+    free(r);
+}
+
+TEST(sim_hold_released_by_clock)
+{
+    struct mcp_fault_cfg cfg = {0};
+    cfg.reorder = 1.0;
+    cfg.reorder_max = 5;
+    struct mcp_sim_net *net = mcp_sim_net_create(2, SIM_MAXF, &cfg);
+    struct lanai_link *a = mcp_sim_link_open(net, 0), *b = mcp_sim_link_open(net, 1);
+    struct rxbufs *r = rxbufs_new();
+    uint8_t f[64];
+    mcp_sim_net_set_time(net, 100000);
+    make_frame(f, 64, MCP_FT_DATA, 9);
+    lanai_tx(a, 1, f, 64);
+    lanai_flush(a);
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 1);
+    mcp_sim_net_set_time(net, 105000);
+    CHECK_EQ_I64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 0);
+    mcp_sim_net_set_time(net, 110000);
+    CHECK_EQ_I64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 1);
+    CHECK(frame_ok(r->mem[0], r->lens[0], MCP_FT_DATA, 9), "content");
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 0);
+
+    /* a held frame to a node that went away is lost, not kept */
+    lanai_tx(a, 1, f, 64);
+    lanai_flush(a);
+    lanai_close(b);
+    mcp_sim_net_set_time(net, 200000);
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 0);
+    lanai_close(a);
+    mcp_sim_net_destroy(net);
+    free(r);
+}
+
+TEST(sim_corrupt)
+{
+    struct mcp_fault_cfg cfg = {0};
+    cfg.corrupt = 1.0;
+    cfg.seed = 3;
+    struct mcp_sim_net *net = mcp_sim_net_create(2, SIM_MAXF, &cfg);
+    struct lanai_link *a = mcp_sim_link_open(net, 0), *b = mcp_sim_link_open(net, 1);
+    struct rxbufs *r = rxbufs_new();
+    uint8_t f[200], orig[200];
+    for (uint32_t i = 0; i < 40; i++) {
+        make_frame(f, 200, MCP_FT_DATA, i);
+        memcpy(orig, f, 200);
+        lanai_tx(a, 1, f, 200);
+        lanai_flush(a);
+        CHECK_EQ_MEM(f, orig, 200); /* the sender's memory is never touched */
+        REQUIRE(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 1) == 1, "frame %u", i);
+        unsigned diff = 0;
+        for (int k = 0; k < 200; k++)
+            diff += r->mem[0][k] != orig[k];
+        CHECK(diff == 1, "frame %u: %u bytes differ", i, diff);
+    }
+    struct mcp_sim_stats st;
+    mcp_sim_net_stats(net, &st);
+    CHECK_EQ_U64(st.corrupted, 40);
+    lanai_close(a);
+    lanai_close(b);
+    mcp_sim_net_destroy(net);
+    free(r);
+}
+
+TEST(sim_inject_and_truncation)
+{
+    struct mcp_sim_net *net = mcp_sim_net_create(2, 256, NULL);
+    struct lanai_link *b = mcp_sim_link_open(net, 1);
+    struct rxbufs *r = rxbufs_new();
+    uint8_t junk[1000];
+    for (int i = 0; i < 1000; i++)
+        junk[i] = (uint8_t)i;
+    CHECK_OK(mcp_sim_inject(net, 1, junk, 3));
+    CHECK_OK(mcp_sim_inject(net, 1, junk, 100));
+    CHECK_OK(mcp_sim_inject(net, 1, junk, 1000)); /* larger than the net's frames */
+    CHECK_RC(mcp_sim_inject(net, 2, junk, 3), -EINVAL);
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 3);
+    int n = lanai_rx(b, r->bufs, 50, r->lens, 64);
+    CHECK_EQ_I64(n, 3);
+    CHECK_EQ_U64(r->lens[0], 3);
+    CHECK_EQ_U64(r->lens[1], 51); /* truncated: cap + 1 */
+    CHECK_EQ_U64(r->lens[2], 51);
+    CHECK_EQ_MEM(r->mem[1], junk, 50);
+    CHECK_EQ_U64(mcp_sim_net_pending(net), 0);
+    lanai_close(b);
+    mcp_sim_net_destroy(net);
+    free(r);
+    CHECK(mcp_sim_net_create(0, 100, NULL) == NULL, "no nodes");
+    CHECK(mcp_sim_net_create(1025, 100, NULL) == NULL, "too many nodes");
+}
+
+/* Run one sim net with loss and return the received frame numbers' hash. */
+static uint64_t sim_loss_run(uint64_t seed, unsigned *received, uint64_t *dropped)
+{
+    struct mcp_fault_cfg cfg = {0};
+    cfg.loss = 0.25;
+    cfg.seed = seed;
+    struct mcp_sim_net *net = mcp_sim_net_create(2, SIM_MAXF, &cfg);
+    struct lanai_link *a = mcp_sim_link_open(net, 0), *b = mcp_sim_link_open(net, 1);
+    struct rxbufs *r = rxbufs_new();
+    uint64_t h = 1469598103934665603ull;
+    *received = 0;
+    uint8_t f[64];
+    for (uint32_t i = 0; i < 20000; i++) {
+        make_frame(f, 64, MCP_FT_DATA, i);
+        lanai_tx(a, 1, f, 64);
+        if (i % 50 == 49) {
+            lanai_flush(a);
+            int n;
+            while ((n = lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64)) > 0) {
+                for (int k = 0; k < n; k++)
+                    h = (h ^ frame_no(r->mem[k])) * 1099511628211ull;
+                *received += (unsigned)n;
+            }
+        }
+    }
+    struct mcp_sim_stats st;
+    mcp_sim_net_stats(net, &st);
+    *dropped = st.dropped;
+    lanai_close(a);
+    lanai_close(b);
+    mcp_sim_net_destroy(net);
+    free(r);
+    return h;
+}
+
+TEST(sim_loss_deterministic)
+{
+    uint64_t seed = th_seed(11);
+    unsigned r1, r2, r3;
+    uint64_t d1, d2, d3;
+    uint64_t h1 = sim_loss_run(seed, &r1, &d1), h2 = sim_loss_run(seed, &r2, &d2);
+    uint64_t h3 = sim_loss_run(seed + 1, &r3, &d3);
+    CHECK(h1 == h2 && r1 == r2, "one seed, two different runs");
+    CHECK(h1 != h3, "two seeds, one run");
+    CHECK_EQ_U64(r1 + d1, 20000);
+    CHECK(d1 > 5000 - 310 && d1 < 5000 + 310, "dropped %" PRIu64 " of 20000 at 25%%", d1);
+}
+
+/* ---- udp link ----------------------------------------------------------------------------- */
+
+/* A UDP socket bound to 127.0.0.1 on a free port; its port in *port. */
+static int bound_socket(uint16_t *port)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return -1;
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+struct udp_pair {
+    struct psp_nodes nodes;
+    struct lanai_link *l[2];
+};
+
+/* Two udp links on loopback (nodes 0 and 1), through pre-bound sockets (p->fd). */
+static int udp_pair_open(struct udp_pair *u, const struct mcp_fault_cfg *fault, char *err,
+                         size_t errlen)
+{
+    int fd[2];
+    uint16_t port[2];
+    char text[256];
+    for (int i = 0; i < 2; i++)
+        if ((fd[i] = bound_socket(&port[i])) < 0)
+            return -1;
+    snprintf(text, sizeof text, "0 127.0.0.1:%u\n1 127.0.0.1:%u\n2 255.255.255.255:9\n", port[0],
+             port[1]);
+    if (psp_nodes_parse(text, 0, &u->nodes, err, errlen) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        struct mcp_link_params p = {0};
+        p.node = (uint16_t)i;
+        p.nodes = &u->nodes;
+        p.fd = fd[i];
+        if (fault)
+            p.fault = *fault;
+        u->l[i] = mcp_link_open("udp", &p, err, errlen);
+        if (!u->l[i])
+            return -1;
+    }
+    return 0;
+}
+
+static void udp_pair_close(struct udp_pair *u)
+{
+    lanai_close(u->l[0]);
+    lanai_close(u->l[1]);
+}
+
+/* Receive on l until want frames came or a second passed. */
+static int rx_until(struct lanai_link *l, struct rxbufs *r, uint32_t cap, int want, int *got)
+{
+    double end = now_s() + 1.0;
+    while (*got < want && now_s() < end) {
+        int room = 64 - *got;
+        if (room <= 0)
+            break;
+        int n = lanai_rx(l, r->bufs + *got, cap, r->lens + *got, room);
+        if (n < 0)
+            return n;
+        *got += n;
+    }
+    return 0;
+}
+
+TEST(udp_loopback_batch)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    REQUIRE(udp_pair_open(&u, NULL, err, sizeof err) == 0, "open: %s", err);
+    struct lanai_link *a = u.l[0], *b = u.l[1];
+    CHECK_EQ_STR(a->kind, "udp");
+    CHECK_EQ_U64(a->max_frame, 65507);
+    CHECK_EQ_U64(a->max_nodes, 3);
+    CHECK(mcp_link_fd(a) >= 0, "fd");
+
+    static uint8_t frames[60][SIM_MAXF];
+    for (uint32_t i = 0; i < 60; i++) {
+        make_frame(frames[i], 32 + i * 30, MCP_FT_DATA, i);
+        CHECK_OK(lanai_tx(a, 1, frames[i], 32 + i * 30));
+    }
+    CHECK_EQ_I64(lanai_flush(a), 60);
+    struct rxbufs *r = rxbufs_new();
+    int got = 0;
+    CHECK_OK(rx_until(b, r, SIM_MAXF, 60, &got));
+    CHECK_EQ_I64(got, 60);
+    for (int i = 0; i < got; i++) {
+        uint32_t no = frame_no(r->mem[i]);
+        CHECK(no < 60 && r->lens[i] == 32 + no * 30 &&
+                  frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, no),
+              "frame %d (no %u, len %u)", i, no, r->lens[i]);
+    }
+    CHECK_EQ_I64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 0);
+
+    /* and back, with the largest frame */
+    static uint8_t big[65507];
+    make_frame(big, sizeof big, MCP_FT_DATA, 4242);
+    CHECK_OK(lanai_tx(b, 0, big, sizeof big));
+    CHECK_RC(lanai_tx(b, 0, big, sizeof big + 1), -EMSGSIZE);
+    CHECK_EQ_I64(lanai_flush(b), 1);
+    static uint8_t bigrx[65507];
+    void *bp[1] = {bigrx};
+    uint32_t blen = 0;
+    double end = now_s() + 1.0;
+    int n = 0;
+    while (n == 0 && now_s() < end)
+        n = lanai_rx(a, bp, sizeof bigrx, &blen, 1);
+    CHECK_EQ_I64(n, 1);
+    CHECK_EQ_U64(blen, sizeof big);
+    CHECK_EQ_MEM(bigrx, big, sizeof big);
+
+    struct mcp_link_stats st;
+    CHECK_OK(mcp_link_stats(a, &st));
+    CHECK_EQ_U64(st.tx_frames, 60);
+    CHECK_EQ_U64(st.rx_frames, 1);
+    CHECK_EQ_U64(st.rx_bytes, 65507);
+    CHECK_EQ_U64(st.tx_errors, 0);
+    udp_pair_close(&u);
+    free(r);
+}
+
+TEST(udp_truncation)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    REQUIRE(udp_pair_open(&u, NULL, err, sizeof err) == 0, "open: %s", err);
+    uint8_t f[2000];
+    make_frame(f, 2000, MCP_FT_DATA, 1);
+    lanai_tx(u.l[0], 1, f, 2000);
+    lanai_tx(u.l[0], 1, f, 100);
+    lanai_tx(u.l[0], 1, f, 1000);
+    lanai_flush(u.l[0]);
+    struct rxbufs *r = rxbufs_new();
+    int got = 0;
+    rx_until(u.l[1], r, 1000, 3, &got);
+    CHECK_EQ_I64(got, 3);
+    CHECK_EQ_U64(r->lens[0], 1001);
+    CHECK_EQ_U64(r->lens[1], 100);
+    CHECK_EQ_U64(r->lens[2], 1000);
+    CHECK_EQ_MEM(r->mem[0], f, 1000);
+    struct mcp_link_stats st;
+    mcp_link_stats(u.l[1], &st);
+    CHECK_EQ_U64(st.rx_truncated, 1);
+    udp_pair_close(&u);
+    free(r);
+}
+
+TEST(udp_refused_frames_counted)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    REQUIRE(udp_pair_open(&u, NULL, err, sizeof err) == 0, "open: %s", err);
+    /* node 2 is the broadcast address: the kernel refuses it (no SO_BROADCAST) */
+    uint8_t f[4][64];
+    for (uint32_t i = 0; i < 4; i++)
+        make_frame(f[i], 64, MCP_FT_DATA, i);
+    CHECK_OK(lanai_tx(u.l[0], 1, f[0], 64));
+    CHECK_OK(lanai_tx(u.l[0], 2, f[1], 64));
+    CHECK_OK(lanai_tx(u.l[0], 1, f[2], 64));
+    CHECK_OK(lanai_tx(u.l[0], 2, f[3], 64));
+    CHECK_EQ_I64(lanai_flush(u.l[0]), 2);
+    CHECK_EQ_I64(lanai_flush(u.l[0]), 0); /* nothing left queued */
+    struct mcp_link_stats st;
+    mcp_link_stats(u.l[0], &st);
+    CHECK_EQ_U64(st.tx_errors, 2);
+    CHECK_EQ_U64(st.tx_frames, 2);
+    struct rxbufs *r = rxbufs_new();
+    int got = 0;
+    rx_until(u.l[1], r, SIM_MAXF, 2, &got);
+    CHECK_EQ_I64(got, 2);
+    CHECK(got == 2 && frame_no(r->mem[0]) == 0 && frame_no(r->mem[1]) == 2, "frames 0 and 2");
+
+    /* a node the table does not describe, or does not exist */
+    CHECK_RC(lanai_tx(u.l[0], 3, f[0], 64), -EINVAL);
+    u.nodes.node[2].present = 0; /* the link copied the table: no effect */
+    CHECK_OK(lanai_tx(u.l[0], 2, f[0], 64));
+    lanai_flush(u.l[0]);
+    udp_pair_close(&u);
+    free(r);
+
+    /* without the node's line */
+    static struct psp_nodes n;
+    psp_nodes_parse("0 127.0.0.1:9\n2 127.0.0.1:10\n", 0, &n, err, sizeof err);
+    int fd;
+    uint16_t port;
+    fd = bound_socket(&port);
+    struct mcp_link_params p = {0};
+    p.node = 0;
+    p.nodes = &n;
+    p.fd = fd;
+    struct lanai_link *l = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(l != NULL, "open: %s", err);
+    CHECK_RC(lanai_tx(l, 1, f[0], 64), -EHOSTUNREACH);
+    struct mcp_link_stats st2;
+    mcp_link_stats(l, &st2);
+    CHECK_EQ_U64(st2.tx_no_route, 1);
+    lanai_close(l);
+}
+
+TEST(udp_bind_by_address)
+{
+    char err[256] = "";
+    uint16_t port;
+    int probe = bound_socket(&port);
+    REQUIRE(probe >= 0, "socket");
+    close(probe); /* the port is free now (tiny race with other programs: acceptable) */
+    static struct psp_nodes n;
+    char text[128];
+    snprintf(text, sizeof text, "0 127.0.0.1:%u\n1 192.0.2.1:%u\n", port, port);
+    REQUIRE(psp_nodes_parse(text, 0, &n, err, sizeof err) == 0, "%s", err);
+    struct mcp_link_params p = {0};
+    p.nodes = &n;
+    p.fd = -1;
+    struct lanai_link *l = mcp_link_udp_open(&p, err, sizeof err);
+    REQUIRE(l != NULL, "open: %s", err);
+
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    getsockname(mcp_link_fd(l), (struct sockaddr *)&sa, &sl);
+    CHECK_EQ_U64(ntohs(sa.sin_port), port);
+    CHECK_EQ_U64(ntohl(sa.sin_addr.s_addr), INADDR_LOOPBACK);
+    int sz = 0;
+    socklen_t szl = sizeof sz;
+    getsockopt(mcp_link_fd(l), SOL_SOCKET, SO_RCVBUF, &sz, &szl);
+    CHECK(sz >= 4 << 20 || geteuid() != 0, "receive buffer %d bytes", sz);
+
+    /* the same address again: taken */
+    struct lanai_link *l2 = mcp_link_udp_open(&p, err, sizeof err);
+    CHECK(l2 == NULL && contains(err, "already in use"), "\"%s\"", err);
+    lanai_close(l);
+
+    /* an address that is not on this host */
+    p.node = 1;
+    l2 = mcp_link_udp_open(&p, err, sizeof err);
+    CHECK(l2 == NULL && contains(err, "not on this host"), "\"%s\"", err);
+    p.node = 5;
+    l2 = mcp_link_udp_open(&p, err, sizeof err);
+    CHECK(l2 == NULL && contains(err, "node 5 is not in the nodes file"), "\"%s\"", err);
+    lanai_close(l2);
+}
+
+TEST(udp_fault_injection)
+{
+    uint64_t seed = th_seed(21);
+    struct mcp_fault_cfg cfg = {0};
+    cfg.loss = 0.3;
+    cfg.seed = seed;
+    static struct udp_pair u;
+    char err[256] = "";
+    REQUIRE(udp_pair_open(&u, &cfg, err, sizeof err) == 0, "open: %s", err);
+    struct rxbufs *r = rxbufs_new();
+    uint8_t f[64][128];
+    unsigned got = 0;
+    const unsigned total = 6400;
+    for (unsigned i = 0; i < total; i += 64) {
+        for (uint32_t k = 0; k < 64; k++) {
+            make_frame(f[k], 128, MCP_FT_DATA, i + k);
+            CHECK_OK(lanai_tx(u.l[0], 1, f[k], 128));
+        }
+        lanai_flush(u.l[0]);
+        int n = 0;
+        rx_until(u.l[1], r, SIM_MAXF, 1, &n); /* wait for the first, then take what is there */
+        int more;
+        while ((more = lanai_rx(u.l[1], r->bufs + n, SIM_MAXF, r->lens + n, 64 - n)) > 0)
+            n += more;
+        got += (unsigned)n;
+    }
+    struct mcp_link_stats st;
+    mcp_link_stats(u.l[0], &st);
+    CHECK_EQ_U64(st.fault_dropped + got, total);
+    CHECK(st.fault_dropped > 1920 - 180 && st.fault_dropped < 1920 + 180,
+          "dropped %" PRIu64 " of %u at 30%%", st.fault_dropped, total);
+    udp_pair_close(&u);
+
+    /* duplication and corruption; the caller's frame stays intact */
+    memset(&cfg, 0, sizeof cfg);
+    cfg.dup = 1.0;
+    cfg.corrupt = 1.0;
+    cfg.seed = seed;
+    REQUIRE(udp_pair_open(&u, &cfg, err, sizeof err) == 0, "open: %s", err);
+    uint8_t orig[128];
+    make_frame(f[0], 128, MCP_FT_DATA, 5);
+    memcpy(orig, f[0], 128);
+    CHECK_OK(lanai_tx(u.l[0], 1, f[0], 128));
+    CHECK_EQ_I64(lanai_flush(u.l[0]), 2);
+    CHECK_EQ_MEM(f[0], orig, 128);
+    int n = 0;
+    rx_until(u.l[1], r, SIM_MAXF, 2, &n);
+    CHECK_EQ_I64(n, 2);
+    unsigned d0 = 0, d1 = 0;
+    for (int k = 0; k < 128; k++) {
+        d0 += r->mem[0][k] != orig[k];
+        d1 += r->mem[1][k] != orig[k];
+    }
+    CHECK(d0 == 1 && d1 == 0, "corrupted copy differs in %u bytes, duplicate in %u", d0, d1);
+    mcp_link_stats(u.l[0], &st);
+    CHECK_EQ_U64(st.fault_duplicated, 1);
+    CHECK_EQ_U64(st.fault_corrupted, 1);
+    udp_pair_close(&u);
+    free(r);
+}
+
+TEST(udp_queue_full_and_throughput)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    REQUIRE(udp_pair_open(&u, NULL, err, sizeof err) == 0, "open: %s", err);
+    static uint8_t f[1024];
+    make_frame(f, sizeof f, MCP_FT_DATA, 0);
+    int q = 0;
+    while (lanai_tx(u.l[0], 1, f, sizeof f) == 0 && q < 100000)
+        q++;
+    CHECK(q >= 64 && q < 100000, "queue of %d frames", q);
+    CHECK_RC(lanai_tx(u.l[0], 1, f, sizeof f), -EAGAIN);
+    CHECK_EQ_I64(lanai_flush(u.l[0]), q);
+
+    struct rxbufs *r = rxbufs_new();
+    int n;
+    double end = now_s() + 0.5;
+    while (now_s() < end)
+        lanai_rx(u.l[1], r->bufs, SIM_MAXF, r->lens, 64);
+
+    /* frames per second, 1 KiB frames, batches of 64, one thread doing both ends */
+    uint64_t sent = 0, got = 0;
+    double t0 = now_s();
+    while (now_s() - t0 < 0.5) {
+        for (int k = 0; k < 64; k++)
+            lanai_tx(u.l[0], 1, f, sizeof f);
+        sent += (uint64_t)lanai_flush(u.l[0]);
+        while ((n = lanai_rx(u.l[1], r->bufs, SIM_MAXF, r->lens, 64)) > 0)
+            got += (uint64_t)n;
+    }
+    double dt = now_s() - t0;
+    end = now_s() + 0.2;
+    while (now_s() < end)
+        if ((n = lanai_rx(u.l[1], r->bufs, SIM_MAXF, r->lens, 64)) > 0)
+            got += (uint64_t)n;
+    printf("# udp loopback: %.0f frames/s sent, %.0f received (1 KiB frames, %.1f MB/s)\n",
+           sent / dt, got / dt, got * 1024.0 / dt / 1e6);
+    CHECK(sent > 1000, "only %" PRIu64 " frames in %.2f s", sent, dt);
+    CHECK(got >= sent * 99 / 100, "received %" PRIu64 " of %" PRIu64, got, sent);
+    udp_pair_close(&u);
+    free(r);
+}
+
+/* ---- the dispatcher and settings ---------------------------------------------------------- */
+
+TEST(link_open_dispatch)
+{
+    static struct psp_nodes n;
+    psp_nodes_single(&n, 9);
+    struct mcp_link_params p = {0};
+    p.nodes = &n;
+    p.fd = -1;
+    char err[256] = "";
+    CHECK(mcp_link_open("tcp", &p, err, sizeof err) == NULL, "tcp");
+    CHECK(contains(err, "unknown link kind 'tcp'") && contains(err, "udp or eth"), "\"%s\"", err);
+    CHECK(mcp_link_open("sim", &p, err, sizeof err) == NULL, "sim");
+    CHECK(contains(err, "sim"), "\"%s\"", err);
+
+    struct mcp_sim_net *net = mcp_sim_net_create(1, 64, NULL);
+    struct lanai_link *s = mcp_sim_link_open(net, 0);
+    struct mcp_link_stats st;
+    CHECK_EQ_I64(mcp_link_fd(s), -1);
+    CHECK_RC(mcp_link_stats(s, &st), -EINVAL);
+    CHECK_EQ_I64(mcp_link_fd(NULL), -1);
+    lanai_close(s);
+    mcp_sim_net_destroy(net);
+}
+
+TEST(fault_settings)
+{
+    struct mcp_fault_cfg f;
+    char err[256] = "";
+    unsetenv("PSP_LINK_LOSS");
+    unsetenv("PSP_LINK_DUP");
+    unsetenv("PSP_LINK_CORRUPT");
+    unsetenv("PSP_LINK_SEED");
+    CHECK_OK(mcp_fault_from_settings(&f, err, sizeof err));
+    CHECK(!mcp_fault_active(&f), "defaults inject nothing");
+    setenv("PSP_LINK_LOSS", "0.01", 1);
+    setenv("PSP_LINK_DUP", "0.5", 1);
+    setenv("PSP_LINK_CORRUPT", "1", 1);
+    setenv("PSP_LINK_SEED", "77", 1);
+    CHECK_OK(mcp_fault_from_settings(&f, err, sizeof err));
+    CHECK(f.loss == 0.01 && f.dup == 0.5 && f.corrupt == 1.0 && f.seed == 77, "values");
+    setenv("PSP_LINK_LOSS", "1.5", 1);
+    CHECK_RC(mcp_fault_from_settings(&f, err, sizeof err), -EINVAL);
+    CHECK(contains(err, "PSP_LINK_LOSS"), "\"%s\"", err);
+}
+
+/* ---- eth link ----------------------------------------------------------------------------- */
+
+TEST(eth_needs_cap_net_raw)
+{
+    static struct psp_nodes n;
+    char err[256] = "";
+    psp_nodes_parse("0 10.0.0.1 02:00:00:00:00:01\n", 9, &n, err, sizeof err);
+    struct mcp_link_params p = {0};
+    p.nodes = &n;
+    p.fd = -1;
+    if (geteuid() != 0) {
+        CHECK(mcp_link_eth_open(&p, err, sizeof err) == NULL, "opened without privileges?");
+        CHECK(contains(err, "CAP_NET_RAW") && contains(err, "PSP_LINK=udp"), "\"%s\"", err);
+        return;
+    }
+    int pfd[2];
+    REQUIRE(pipe(pfd) == 0, "pipe");
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        close(pfd[0]);
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(3);
+        struct lanai_link *l = mcp_link_eth_open(&p, err, sizeof err);
+        if (l)
+            snprintf(err, sizeof err, "opened without privileges");
+        if (write(pfd[1], err, strlen(err) + 1) < 0)
+            _exit(4);
+        _exit(l ? 1 : 0);
+    }
+    close(pfd[1]);
+    char msg[256] = "";
+    ssize_t got = read(pfd[0], msg, sizeof msg - 1);
+    close(pfd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(got > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %s", msg);
+    CHECK(contains(msg, "eth link needs CAP_NET_RAW (run as root)") &&
+              contains(msg, "PSP_LINK=udp"),
+          "\"%s\"", msg);
+}
+
+#define MAC_A "02:50:53:00:00:0a"
+#define MAC_B "02:50:53:00:00:0b"
+
+/* The eth checks proper, inside the private namespace with veth pspa <-> pspb up. */
+static void eth_checks(void)
+{
+    static struct psp_nodes n;
+    char err[256] = "";
+    /* node 0 found by its MAC, node 1 by the interface in the file, node 2 has no MAC */
+    REQUIRE(psp_nodes_parse("0 10.0.0.1 " MAC_A "\n1 10.0.0.2 " MAC_B " pspb\n2 10.0.0.3\n", 9, &n,
+                            err, sizeof err) == 0,
+            "%s", err);
+    struct lanai_link *l[2];
+    for (int i = 0; i < 2; i++) {
+        struct mcp_link_params p = {0};
+        p.node = (uint16_t)i;
+        p.nodes = &n;
+        p.fd = -1;
+        l[i] = mcp_link_open("eth", &p, err, sizeof err);
+        REQUIRE(l[i] != NULL, "open node %d: %s", i, err);
+    }
+    CHECK_EQ_STR(l[0]->kind, "eth");
+    CHECK_EQ_U64(l[0]->max_frame, 1500);
+    CHECK(mcp_link_fd(l[1]) >= 0, "fd");
+
+    struct rxbufs *r = rxbufs_new();
+    static uint8_t f[50][1500];
+    for (uint32_t i = 0; i < 50; i++) {
+        uint32_t len = 32 + i * 29;
+        make_frame(f[i], len, MCP_FT_DATA, i);
+        CHECK_OK(lanai_tx(l[0], 1, f[i], len));
+    }
+    CHECK_RC(lanai_tx(l[0], 1, f[0], 1501), -EMSGSIZE);
+    CHECK_EQ_I64(lanai_flush(l[0]), 50);
+    int got = 0;
+    rx_until(l[1], r, SIM_MAXF, 50, &got);
+    CHECK_EQ_I64(got, 50);
+    for (int i = 0; i < got; i++) {
+        uint32_t no = frame_no(r->mem[i]);
+        CHECK(no == (uint32_t)i && r->lens[i] == 32 + no * 29 &&
+                  frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, no),
+              "frame %d (no %u, len %u)", i, no, r->lens[i]);
+    }
+    /* no outgoing copies at the sender */
+    CHECK_EQ_I64(lanai_rx(l[0], r->bufs, SIM_MAXF, r->lens, 64), 0);
+
+    /* node 1's socket handed over (as psid hands it to a client): the new link works alike */
+    {
+        struct mcp_link_params p = {0};
+        p.node = 1;
+        p.nodes = &n;
+        p.fd = dup(mcp_link_fd(l[1]));
+        lanai_close(l[1]);
+        l[1] = mcp_link_open("eth", &p, err, sizeof err);
+        REQUIRE(l[1] != NULL, "open from a descriptor: %s", err);
+        CHECK_EQ_U64(l[1]->max_frame, 1500);
+        CHECK_EQ_I64(mcp_link_fd(l[1]), p.fd);
+        CHECK_OK(lanai_tx(l[0], 1, f[7], 32 + 7 * 29));
+        CHECK_EQ_I64(lanai_flush(l[0]), 1);
+        got = 0;
+        rx_until(l[1], r, SIM_MAXF, 1, &got);
+        CHECK(got == 1 && frame_ok(r->mem[0], r->lens[0], MCP_FT_DATA, 7), "got %d", got);
+        p.fd = socket(AF_INET, SOCK_DGRAM, 0); /* not a packet socket: refused, kept */
+        CHECK(mcp_link_open("eth", &p, err, sizeof err) == NULL &&
+                  contains(err, "not a packet socket"),
+              "\"%s\"", err);
+        CHECK(fcntl(p.fd, F_GETFD) >= 0, "a failed open closed the caller's descriptor");
+        close(p.fd);
+    }
+
+    /* back, truncated */
+    lanai_tx(l[1], 0, f[49], 32 + 49 * 29);
+    lanai_flush(l[1]);
+    got = 0;
+    rx_until(l[0], r, 100, 1, &got);
+    CHECK_EQ_I64(got, 1);
+    CHECK_EQ_U64(r->lens[0], 101);
+    CHECK_EQ_MEM(r->mem[0], f[49], 100);
+
+    /* a peer without MAC */
+    CHECK_RC(lanai_tx(l[0], 2, f[0], 64), -EHOSTUNREACH);
+    struct mcp_link_stats st;
+    mcp_link_stats(l[0], &st);
+    CHECK_EQ_U64(st.tx_no_route, 1);
+    CHECK_EQ_U64(st.tx_frames, 51);
+    CHECK_EQ_U64(st.rx_truncated, 1);
+
+    /* a minimum-size frame padded by a NIC: trimmed to the length its header gives */
+    int raw = socket(AF_PACKET, SOCK_RAW, htons(MCP_ETHERTYPE));
+    REQUIRE(raw >= 0, "raw socket: %s", strerror(errno));
+    struct sockaddr_ll ll = {0};
+    ll.sll_family = AF_PACKET;
+    ll.sll_protocol = htons(MCP_ETHERTYPE);
+    ll.sll_ifindex = (int)if_nametoindex("pspa");
+    REQUIRE(bind(raw, (struct sockaddr *)&ll, sizeof ll) == 0, "bind: %s", strerror(errno));
+    uint8_t pkt[60] = {0x02, 0x50, 0x53, 0, 0, 0x0b, 0x02, 0x50, 0x53, 0, 0, 0x0a, 0x88, 0xb5};
+    make_frame(pkt + 14, 40, MCP_FT_DATA, 3);
+    mcp_put_le16(pkt + 14 + 20, 8); /* header + 8 payload bytes, 6 bytes of padding */
+    CHECK(send(raw, pkt, sizeof pkt, 0) == (ssize_t)sizeof pkt, "send: %s", strerror(errno));
+    got = 0;
+    rx_until(l[1], r, SIM_MAXF, 1, &got);
+    CHECK_EQ_I64(got, 1);
+    CHECK_EQ_U64(r->lens[0], MCP_WIRE_HDR + 8);
+    CHECK_EQ_I64(lanai_rx(l[0], r->bufs, SIM_MAXF, r->lens, 64), 0); /* raw's copy not seen */
+    close(raw);
+    for (int i = 0; i < 2; i++)
+        lanai_close(l[i]);
+
+    /* interface from the params; larger MTU; loss injection */
+    CHECK(system("ip link set pspa mtu 9000 && ip link set pspb mtu 9000") == 0, "set mtu");
+    psp_nodes_parse("0 10.0.0.1 " MAC_A "\n1 10.0.0.2 " MAC_B "\n", 9, &n, err, sizeof err);
+    struct mcp_link_params p = {0};
+    p.nodes = &n;
+    p.fd = -1;
+    p.ifname = "pspa";
+    p.fault.loss = 0.5;
+    p.fault.seed = 8;
+    l[0] = mcp_link_eth_open(&p, err, sizeof err);
+    REQUIRE(l[0] != NULL, "%s", err);
+    CHECK_EQ_U64(l[0]->max_frame, 9000);
+    memset(&p.fault, 0, sizeof p.fault);
+    p.node = 1;
+    p.ifname = NULL;
+    l[1] = mcp_link_eth_open(&p, err, sizeof err); /* found by MAC */
+    REQUIRE(l[1] != NULL, "%s", err);
+    static uint8_t jumbo[9000];
+    unsigned total = 0, recvd = 0;
+    for (int round = 0; round < 20; round++) {
+        for (uint32_t k = 0; k < 50; k++) {
+            make_frame(jumbo, 9000, MCP_FT_DATA, k);
+            lanai_tx(l[0], 1, jumbo, k == 0 ? 9000 : 100);
+            total++;
+        }
+        lanai_flush(l[0]);
+        double end = now_s() + 0.05;
+        int m;
+        while (now_s() < end)
+            if ((m = lanai_rx(l[1], r->bufs, SIM_MAXF, r->lens, 64)) > 0)
+                recvd += (unsigned)m;
+    }
+    mcp_link_stats(l[0], &st);
+    CHECK_EQ_U64(recvd + st.fault_dropped, total);
+    CHECK(st.fault_dropped > 400 && st.fault_dropped < 600, "dropped %" PRIu64 " of %u",
+          st.fault_dropped, total);
+    for (int i = 0; i < 2; i++)
+        lanai_close(l[i]);
+
+    /* an interface that is down, a MAC no interface has */
+    CHECK(system("ip link set pspb down") == 0, "down");
+    p.ifname = "pspb";
+    CHECK(mcp_link_eth_open(&p, err, sizeof err) == NULL && contains(err, "is down"), "\"%s\"",
+          err);
+    psp_nodes_parse("0 10.0.0.1 02:00:00:00:00:99\n", 9, &n, err, sizeof err);
+    p.node = 0;
+    p.ifname = NULL;
+    CHECK(mcp_link_eth_open(&p, err, sizeof err) == NULL && contains(err, "no interface"), "\"%s\"",
+          err);
+    free(r);
+}
+
+TEST(eth_veth_in_private_netns)
+{
+    if (geteuid() != 0)
+        SKIP("needs root to create a veth pair in a private network namespace");
+    if (system("command -v ip >/dev/null 2>&1") != 0)
+        SKIP("needs the ip command (iproute2)");
+    int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    REQUIRE(home >= 0, "open /proc/self/ns/net: %s", strerror(errno));
+    if (unshare(CLONE_NEWNET) != 0) {
+        int e = errno;
+        close(home);
+        SKIP("cannot create a network namespace: %s", strerror(e));
+    }
+    int made = system("ip link add pspa address " MAC_A " type veth peer name pspb address " MAC_B
+                      " >/dev/null 2>&1 && ip link set pspa up && ip link set pspb up") == 0;
+    if (made)
+        eth_checks();
+    /* back home; the namespace and its veth pair go away with their last user */
+    CHECK(setns(home, CLONE_NEWNET) == 0, "setns back: %s", strerror(errno));
+    close(home);
+    if (!made)
+        SKIP("cannot create a veth pair in the private namespace (no veth support?)");
+}
+
+TEST_MAIN()
