@@ -36,3 +36,29 @@ test_unit_test_settings_SOURCES = test/unit/test_settings.c test/harness.h
 test_unit_test_settings_CPPFLAGS = $(TEST_CPPFLAGS)
 test_unit_test_settings_LDADD = common/libpspcommon.la
 # --- end settings and log ---
+
+# --- firmware tests ---
+# RDP (mcp/PROTOCOL.md): table 1 row by row, the buffer states of figure 3, soak under faults,
+# edge cases, malformed frames.  rdp_fixture.{c,h}: the shared DUT/peer and cluster scaffolding.
+RDP_TEST_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la
+RDP_TEST_FIXTURE = test/unit/rdp_fixture.c test/unit/rdp_fixture.h test/harness.h
+check_PROGRAMS += test/unit/test_rdp_table1 test/unit/test_rdp_states test/unit/test_rdp_soak \
+	test/unit/test_rdp_edge test/unit/test_rdp_malformed
+test_unit_test_rdp_table1_SOURCES = test/unit/test_rdp_table1.c $(RDP_TEST_FIXTURE)
+test_unit_test_rdp_table1_CPPFLAGS = $(TEST_CPPFLAGS)
+test_unit_test_rdp_table1_LDADD = $(RDP_TEST_LDADD)
+test_unit_test_rdp_states_SOURCES = test/unit/test_rdp_states.c $(RDP_TEST_FIXTURE)
+test_unit_test_rdp_states_CPPFLAGS = $(TEST_CPPFLAGS)
+test_unit_test_rdp_states_LDADD = $(RDP_TEST_LDADD)
+test_unit_test_rdp_soak_SOURCES = test/unit/test_rdp_soak.c $(RDP_TEST_FIXTURE)
+test_unit_test_rdp_soak_CPPFLAGS = $(TEST_CPPFLAGS)
+test_unit_test_rdp_soak_LDADD = $(RDP_TEST_LDADD)
+test_unit_test_rdp_edge_SOURCES = test/unit/test_rdp_edge.c $(RDP_TEST_FIXTURE)
+test_unit_test_rdp_edge_CPPFLAGS = $(TEST_CPPFLAGS)
+test_unit_test_rdp_edge_LDADD = $(RDP_TEST_LDADD)
+test_unit_test_rdp_malformed_SOURCES = test/unit/test_rdp_malformed.c $(RDP_TEST_FIXTURE)
+test_unit_test_rdp_malformed_CPPFLAGS = $(TEST_CPPFLAGS)
+test_unit_test_rdp_malformed_LDADD = $(RDP_TEST_LDADD)
+# The libFuzzer harness test/fuzz/fuzz_frame.c is built by test/fuzz/run-fuzz itself (clang,
+# sanitizers); test/ is in EXTRA_DIST as a whole.
+# --- end firmware tests ---

@@ -72,25 +72,25 @@
 #define PATTERN_SPAN 65536u
 
 enum ctl_type {
-    CTL_HELLO = 1,   /* client -> server: start a run */
-    CTL_WELCOME,     /* server -> client: its configuration */
-    CTL_PP_BEGIN,    /* client -> server: echo the next `count` messages */
-    CTL_STREAM,      /* client -> server: a stream of `bytes` in `msgs` messages follows */
-    CTL_STREAM_RES,  /* server -> client: what arrived */
-    CTL_RAW_BEGIN,   /* client -> server: open the raw UDP socket and serve the baseline */
-    CTL_RAW_READY,   /* server -> client: raw socket ready (or why not) */
-    CTL_RAW_END,     /* client -> server: baseline done, close the raw socket */
-    CTL_FINISH,      /* client -> server: tests done, send your counters */
-    CTL_FINISH_RES,  /* server -> client: counters and the server's verdict */
-    CTL_BYE,         /* client -> server: the run is over */
+    CTL_HELLO = 1,  /* client -> server: start a run */
+    CTL_WELCOME,    /* server -> client: its configuration */
+    CTL_PP_BEGIN,   /* client -> server: echo the next `count` messages */
+    CTL_STREAM,     /* client -> server: a stream of `bytes` in `msgs` messages follows */
+    CTL_STREAM_RES, /* server -> client: what arrived */
+    CTL_RAW_BEGIN,  /* client -> server: open the raw UDP socket and serve the baseline */
+    CTL_RAW_READY,  /* server -> client: raw socket ready (or why not) */
+    CTL_RAW_END,    /* client -> server: baseline done, close the raw socket */
+    CTL_FINISH,     /* client -> server: tests done, send your counters */
+    CTL_FINISH_RES, /* server -> client: counters and the server's verdict */
+    CTL_BYE,        /* client -> server: the run is over */
     CTL_TYPE_MAX
 };
 
 static const char *ctl_name(unsigned t)
 {
-    static const char *const names[] = {"?",          "HELLO",     "WELCOME",   "PP_BEGIN",
-                                        "STREAM",     "STREAM_RES", "RAW_BEGIN", "RAW_READY",
-                                        "RAW_END",    "FINISH",    "FINISH_RES", "BYE"};
+    static const char *const names[] = {"?",       "HELLO",      "WELCOME",    "PP_BEGIN",
+                                        "STREAM",  "STREAM_RES", "RAW_BEGIN",  "RAW_READY",
+                                        "RAW_END", "FINISH",     "FINISH_RES", "BYE"};
     return t < CTL_TYPE_MAX ? names[t] : "?";
 }
 
@@ -781,8 +781,8 @@ static int ctl_feed(struct fw *f, const struct mcp_rx_desc *d)
         f->ctl_total = total;
         f->ctl_have = 0;
         f->ctl_chunk = 0;
-    } else if (!f->ctl_open || type != f->ctl_type || total != f->ctl_total ||
-               off != f->ctl_have || no != f->ctl_chunk) {
+    } else if (!f->ctl_open || type != f->ctl_type || total != f->ctl_total || off != f->ctl_have ||
+               no != f->ctl_chunk) {
         f->ctl_open = false;
         return -1;
     }
@@ -988,8 +988,8 @@ static int raw_open(const struct psp_nodes *nodes, uint16_t self, uint16_t peer,
     sa.sin_addr = b->ip;
     sa.sin_port = htons((uint16_t)(b->port + 1));
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
-        snprintf(err, errlen, "cannot connect the raw UDP socket to %s:%u: %s",
-                 inet_ntoa(b->ip), b->port + 1, strerror(errno));
+        snprintf(err, errlen, "cannot connect the raw UDP socket to %s:%u: %s", inet_ntoa(b->ip),
+                 b->port + 1, strerror(errno));
         close(fd);
         return -1;
     }
@@ -1079,7 +1079,8 @@ struct results {
     unsigned nwhy;
 };
 
-static void add_failure(struct results *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_failure(struct results *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void add_failure(struct results *r, const char *fmt, ...)
 {
     va_list ap;
@@ -1111,15 +1112,15 @@ static void print_lat_table(const char *title, const struct lat *l, unsigned n, 
 
 static void print_tput_header(void)
 {
-    printf("  %12s %9s %10s %9s %11s %9s %11s\n", "bytes", "msg size", "messages", "time s",
-           "MB/s", "Gbit/s", "msg/s");
+    printf("  %12s %9s %10s %9s %11s %9s %11s\n", "bytes", "msg size", "messages", "time s", "MB/s",
+           "Gbit/s", "msg/s");
 }
 
 static void print_tput_row(const struct tput *t)
 {
     double mb = mbps(t);
-    printf("  %12" PRIu64 " %9u %10" PRIu64 " %9.3f %11.1f %9.2f %11.0f\n", t->bytes,
-           t->msg_size, t->msgs, t->secs, mb, mb * 8 / 1000, t->secs > 0 ? t->msgs / t->secs : 0);
+    printf("  %12" PRIu64 " %9u %10" PRIu64 " %9.3f %11.1f %9.2f %11.0f\n", t->bytes, t->msg_size,
+           t->msgs, t->secs, mb, mb * 8 / 1000, t->secs > 0 ? t->msgs / t->secs : 0);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1131,9 +1132,9 @@ struct client {
     struct setup *s;
     const struct opts *o;
     struct results r;
-    uint32_t msg_size;      /* stream message size in use */
-    uint32_t peer_payload;  /* the server's largest payload */
-    char peer_desc[512];    /* the server's configuration, as it describes it */
+    uint32_t msg_size;       /* stream message size in use */
+    uint32_t peer_payload;   /* the server's largest payload */
+    char peer_desc[512];     /* the server's configuration, as it describes it */
     uint64_t *peer_counters; /* from FINISH_RES */
     unsigned npeer_counters;
     uint64_t peer_failures, peer_stray;
@@ -1212,7 +1213,7 @@ static void client_hello(struct client *cl)
             double waited = (mcp_now_ns() - start) / 1e9;
             fprintf(stderr,
                     PROG ": node %u did not answer yet (%.1f s): retrying (is " PROG
-                    " --server starting there?)\n",
+                         " --server starting there?)\n",
                     f->peer, waited);
             f->err = 0;
             f->ctl_open = false;
@@ -1371,8 +1372,7 @@ static void client_stream(struct client *cl, bool verify)
                         " messages, sent %" PRIu64 " in %" PRIu64,
                         f->phase, got_bytes, got_msgs, bytes, msgs);
         else if (!verify && got_crc != crc)
-            add_failure(&cl->r, "stream: CRC-32C mismatch: server %08x, client %08x", got_crc,
-                        crc);
+            add_failure(&cl->r, "stream: CRC-32C mismatch: server %08x, client %08x", got_crc, crc);
         else
             add_failure(&cl->r,
                         "verified stream: %" PRIu64 " bad messages, %" PRIu64 " bad bytes, %" PRIu64
@@ -1440,8 +1440,8 @@ static void client_raw_pingpong(struct client *cl, int fd, unsigned nsizes, cons
     free(us);
     free(out);
     free(in);
-    print_lat_table("raw UDP ping-pong (non-blocking sockets, busy polling)", cl->r.raw,
-                    cl->r.nraw, true, o->iters, o->warmup);
+    print_lat_table("raw UDP ping-pong (non-blocking sockets, busy polling)", cl->r.raw, cl->r.nraw,
+                    true, o->iters, o->warmup);
 }
 
 /*
@@ -1581,8 +1581,7 @@ static void client_raw_stream(struct client *cl, int fd)
     t->loss_pct = n ? 100.0 * (double)(n - (rcvd < n ? rcvd : n)) / (double)n : 0;
     print_tput_header();
     print_tput_row(t);
-    printf("  received %" PRIu64 " of %" PRIu64 " datagrams: loss %.3f %%\n", rcvd, n,
-           t->loss_pct);
+    printf("  received %" PRIu64 " of %" PRIu64 " datagrams: loss %.3f %%\n", rcvd, n, t->loss_pct);
 }
 
 static void client_raw(struct client *cl)
@@ -1667,8 +1666,8 @@ static void print_summary(struct client *cl)
 {
     struct results *r = &cl->r;
     char rb[32], fa[32], ra[32];
-    printf("\nsummary: firmware (RDP over %s) vs raw UDP, node %u -> node %u\n",
-           cl->s->link_kind, cl->f->self, cl->f->peer);
+    printf("\nsummary: firmware (RDP over %s) vs raw UDP, node %u -> node %u\n", cl->s->link_kind,
+           cl->f->self, cl->f->peer);
     printf("  %-34s %12s %12s %12s\n", "", "firmware", "raw UDP", "firmware/raw");
     for (unsigned i = 0; i < r->nfw; i++) {
         const struct lat *fl = &r->fw[i], *rl = NULL;
@@ -1713,8 +1712,8 @@ static void print_summary(struct client *cl)
         if (rs)
             snprintf(ra, sizeof ra, "%.2f", mbps(rs) * 8 / 1000);
         ratio(rb, sizeof rb, mbps(fs[k]), rs ? mbps(rs) : 0);
-        printf("  %-34s %12s %12s %12s\n", k ? "verified stream, Gbit/s" : "stream, Gbit/s", fa,
-               ra, rb);
+        printf("  %-34s %12s %12s %12s\n", k ? "verified stream, Gbit/s" : "stream, Gbit/s", fa, ra,
+               rb);
     }
     if (rs && !fs[0] && !fs[1]) {
         snprintf(ra, sizeof ra, "%.1f", mbps(rs));
@@ -1737,8 +1736,8 @@ static int run_client(struct fw *f, struct setup *s, const struct opts *o)
     snprintf(mine, sizeof mine, "%s", inet_ntoa(me->ip));
     snprintf(theirs, sizeof theirs, "%s", inet_ntoa(pe->ip));
     describe_fw(f, s, desc, sizeof desc);
-    printf(PROG ": node %u (%s:%u) -> node %u (%s:%u)\n", f->self, mine, me->port, f->peer,
-           theirs, pe->port);
+    printf(PROG ": node %u (%s:%u) -> node %u (%s:%u)\n", f->self, mine, me->port, f->peer, theirs,
+           pe->port);
     printf("  node %u: %s\n", f->self, desc);
     fflush(stdout);
 
@@ -1786,8 +1785,8 @@ static int run_client(struct fw *f, struct setup *s, const struct opts *o)
         cl.peer_counters[i] = r64(&r);
     cl.npeer_counters = r.bad ? 0 : n;
     if (n != all_counter_count())
-        fprintf(stderr, PROG ": warning: node %u reports %u counters, this build has %u\n",
-                f->peer, n, all_counter_count());
+        fprintf(stderr, PROG ": warning: node %u reports %u counters, this build has %u\n", f->peer,
+                n, all_counter_count());
 
     uint64_t *mine_c = calloc(all_counter_count(), sizeof(uint64_t));
     if (!mine_c)
@@ -1800,8 +1799,7 @@ static int run_client(struct fw *f, struct setup *s, const struct opts *o)
         add_failure(&cl.r, "node %u received %" PRIu64 " unexpected messages", f->peer,
                     cl.peer_stray);
     if (f->stray)
-        add_failure(&cl.r, "node %u received %" PRIu64 " unexpected messages", f->self,
-                    f->stray);
+        add_failure(&cl.r, "node %u received %" PRIu64 " unexpected messages", f->self, f->stray);
 
     print_summary(&cl);
     if (o->counters)
@@ -2001,8 +1999,8 @@ static void server_stream_msg(struct server *sv, const struct mcp_rx_desc *d)
                 snprintf(what, sizeof what, "%" PRIu64 " of its %u bytes differ", bad, d->len);
             if (!sv->s_first[0])
                 snprintf(sv->s_first, sizeof sv->s_first,
-                         "message %" PRIu64 " (stream offset %" PRIu64 ", %u bytes) %s",
-                         sv->s_nmsg, sv->s_rcvd, d->len, what);
+                         "message %" PRIu64 " (stream offset %" PRIu64 ", %u bytes) %s", sv->s_nmsg,
+                         sv->s_rcvd, d->len, what);
         }
     } else {
         sv->s_crc = mcp_crc32c(sv->s_crc, p, d->len);
@@ -2011,8 +2009,7 @@ static void server_stream_msg(struct server *sv, const struct mcp_rx_desc *d)
         sv->s_bad_msgs++;
         if (!sv->s_first[0])
             snprintf(sv->s_first, sizeof sv->s_first,
-                     "message %" PRIu64 " has %u bytes, expected %u", sv->s_nmsg, d->len,
-                     sv->s_ms);
+                     "message %" PRIu64 " has %u bytes, expected %u", sv->s_nmsg, d->len, sv->s_ms);
     }
     sv->s_rcvd += d->len;
     sv->s_nmsg++;
@@ -2239,13 +2236,11 @@ static int run_server(struct fw *f, struct setup *s, const struct opts *o)
     const struct psp_node_addr *me = &s->nodes->node[f->self];
     char desc[512];
     describe_fw(f, s, desc, sizeof desc);
-    printf(PROG " server: node %u (%s:%u) ready: %s\n", f->self, inet_ntoa(me->ip), me->port,
-           desc);
+    printf(PROG " server: node %u (%s:%u) ready: %s\n", f->self, inet_ntoa(me->ip), me->port, desc);
     fflush(stdout);
 
     uint64_t start = mcp_now_ns();
-    uint64_t wait_deadline =
-        o->timeout_s && !o->forever ? start + o->timeout_s * 1000000000ull : 0;
+    uint64_t wait_deadline = o->timeout_s && !o->forever ? start + o->timeout_s * 1000000000ull : 0;
     uint64_t idle_limit = 2ull * f->img->cfg.peer_timeout_ms * 1000000ull + 10000000000ull;
 
     for (;;) {
