@@ -1,0 +1,113 @@
+/*
+ * psport_abi.h — the one contract between the NIC side and the host side.
+ *
+ * A provider owns a NIC: its memory image (mcp/mcp_image.h) and its link.  Two providers
+ * implement this ABI:
+ *   - the Linux module: misc device PSK_DEVICE_PATH; mmap offset PSK_MMAP_IMAGE maps the
+ *     image; ioctls below.  The firmware runs in a kernel thread.
+ *   - psid (user space, the default where modules cannot be loaded): a UNIX stream socket
+ *     (PSK_PSID_SOCKET, setting PSP_PSID_SOCKET) speaking the same operations as messages;
+ *     the replies to ATTACH carry file descriptors (SCM_RIGHTS): the image memfd, the link
+ *     socket and the message area memfd.  Clients may run the firmware themselves
+ *     (host-driven executor) under the NIC lock.
+ * Both check the caller (uid allowed, process limit, ABI version) before ATTACH succeeds:
+ * that check is the protection boundary.
+ *
+ * Everything is little-endian with explicit sizes; usable from kernel and user space.
+ */
+#ifndef PSPORT_KMOD_ABI_H
+#define PSPORT_KMOD_ABI_H
+
+#ifdef __KERNEL__
+#include <linux/ioctl.h>
+#include <linux/types.h>
+typedef __u8 psk_u8;
+typedef __u16 psk_u16;
+typedef __u32 psk_u32;
+typedef __s32 psk_s32;
+typedef __u64 psk_u64;
+#else
+#include <stdint.h>
+#include <sys/ioctl.h>
+typedef uint8_t psk_u8;
+typedef uint16_t psk_u16;
+typedef uint32_t psk_u32;
+typedef int32_t psk_s32;
+typedef uint64_t psk_u64;
+#endif
+
+#define PSK_ABI_VERSION 1u
+#define PSK_DEVICE_PATH "/dev/psport"
+#define PSK_PSID_SOCKET "/run/psport/psid.sock"
+
+/* mmap offsets of the device */
+#define PSK_MMAP_IMAGE 0ull
+
+/* Provider kinds reported by INFO. */
+#define PSK_PROVIDER_PSID   1u
+#define PSK_PROVIDER_KERNEL 2u
+
+/* INFO flags */
+#define PSK_INFO_HOST_POLL 0x1u /* clients may run mcp_poll() themselves */
+
+/* PSK_IOC_INFO: what the NIC is. */
+struct psk_info {
+    psk_u32 abi_version;     /* PSK_ABI_VERSION of the provider */
+    psk_u32 mcp_abi_version; /* MCP_ABI_VERSION of the image */
+    psk_u32 provider;        /* PSK_PROVIDER_* */
+    psk_u32 flags;           /* PSK_INFO_* */
+    psk_u64 image_size;      /* bytes to map at PSK_MMAP_IMAGE */
+    psk_u64 area_size;       /* bytes of the message area (psid provider; 0 for the module) */
+    psk_u16 node_id;
+    psk_u16 max_nodes;
+    psk_u16 contexts;
+    psk_u16 contexts_used;
+    psk_u32 slot_size;
+    psk_u32 max_clients; /* process limit */
+    char link_kind[8];   /* "udp", "eth" */
+};
+
+/* PSK_IOC_ATTACH: take a context of the NIC for the calling process. */
+struct psk_attach {
+    psk_u32 abi_version; /* in: the client's PSK_ABI_VERSION */
+    psk_s32 context;     /* out: context index */
+    psk_u32 generation;  /* out: the context's generation */
+    psk_u32 reserved;
+};
+
+/* PSK_IOC_WAIT: sleep until the image's rx_event differs from `seen` or timeout_ms passes. */
+struct psk_wait {
+    psk_u32 seen;
+    psk_u32 timeout_ms;
+};
+
+#define PSK_IOC_MAGIC  'P'
+#define PSK_IOC_INFO   _IOR(PSK_IOC_MAGIC, 1, struct psk_info)
+#define PSK_IOC_ATTACH _IOWR(PSK_IOC_MAGIC, 2, struct psk_attach)
+#define PSK_IOC_WAIT   _IOW(PSK_IOC_MAGIC, 3, struct psk_wait)
+
+/*
+ * The psid provider's socket protocol: each request and each reply is one message starting
+ * with struct psk_msg; `len` payload bytes follow (the struct of the operation).  Errors come
+ * back as PSK_OP_ERROR with an errno in `status` and a text (NUL-terminated) as payload that
+ * says what to do.
+ */
+#define PSK_MSG_MAGIC 0x4b535350u /* "PSSK" */
+
+enum psk_op {
+    PSK_OP_INFO = 1,   /* request: no payload; reply: struct psk_info */
+    PSK_OP_ATTACH = 2, /* request: struct psk_attach; reply: struct psk_attach + fds */
+    PSK_OP_DETACH = 3, /* request: struct psk_attach (context); reply: empty */
+    PSK_OP_ERROR = 15,
+};
+
+struct psk_msg {
+    psk_u32 magic;       /* PSK_MSG_MAGIC */
+    psk_u32 abi_version; /* sender's PSK_ABI_VERSION */
+    psk_u32 op;          /* enum psk_op */
+    psk_s32 status;      /* 0 or a negative errno (replies) */
+    psk_u32 len;         /* payload bytes that follow */
+    psk_u32 reserved;
+};
+
+#endif
