@@ -158,6 +158,11 @@ void mcp_nic_init(struct mcp_nic *nic, struct mcp_image *img, struct lanai_link 
     nic->img = img;
     nic->link = link;
     nic->ctrl_used = 0;
+    /* The slot size is what a frame on this link can carry (every executor of one NIC uses
+     * the same kind of link, so the image may hold the limit). */
+    if (link && link->max_frame > MCP_WIRE_HDR &&
+        link->max_frame - MCP_WIRE_HDR < img->cfg.slot_size)
+        img->cfg.slot_size = link->max_frame - MCP_WIRE_HDR;
 }
 
 uint32_t mcp_max_payload(const struct mcp_image *img)

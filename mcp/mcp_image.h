@@ -110,7 +110,8 @@ struct mcp_send_slot {
     uint32_t next;   /* firmware: next slot in the peer's queue, or MCP_NIL */
     int32_t error;   /* firmware: 0, or the negative errno of the last failed send */
     uint8_t seq;     /* firmware: sequence number once transmitted */
-    uint8_t pad[7];
+    uint8_t taken;   /* firmware: 1 from taking the slot off the ring until it is IDLE again */
+    uint8_t pad[6];
     uint64_t tx_ns; /* firmware: time of the last transmission */
 };
 

@@ -15,6 +15,7 @@ struct pass {
     struct mcp_counters *cnt;
     uint64_t now;
     int work;
+    int hostq_full_seen; /* hostq_full counts passes, not attempts */
 };
 
 #define US(x) ((uint64_t)(x)*1000u)
@@ -32,18 +33,22 @@ static uint64_t rng_next(struct mcp_image *img)
     return x * 0x2545f4914f6cdd1dull;
 }
 
-/* A connection id: creation time in ms (mod 2^16) above 16 random bits; never 0. */
+/* A connection id: creation time in ms (mod 2^24, about 4.6 hours) above 8 random bits;
+ * never 0.  The stamp lets a receiver tell a delayed SYN of an older incarnation from a
+ * restart (serial comparison holds for restarts up to 2.3 hours apart; beyond that, and after
+ * a reboot resets the clock, the peer_timeout rule in syn_in() admits the restart). */
 static uint32_t new_cid(struct pass *p)
 {
-    uint32_t stamp = (uint32_t)(p->now / MS(1)) & 0xffffu;
-    uint32_t cid = (stamp << 16) | (uint32_t)(rng_next(p->img) & 0xffffu);
+    uint32_t stamp = (uint32_t)(p->now / MS(1)) & 0xffffffu;
+    uint32_t cid = (stamp << 8) | (uint32_t)(rng_next(p->img) & 0xffu);
     return cid ? cid : 1;
 }
 
-/* True if cid a was created (serially) before cid b. */
+/* True if cid a was created (serially, in 24-bit ms) before cid b. */
 static int cid_older(uint32_t a, uint32_t b)
 {
-    return (int16_t)(uint16_t)((a >> 16) - (b >> 16)) < 0;
+    uint32_t d = ((a >> 8) - (b >> 8)) & 0xffffffu;
+    return d & 0x800000u;
 }
 
 static void activate(struct pass *p, uint16_t node)
@@ -73,6 +78,7 @@ static void fail_slot(struct pass *p, uint32_t id, int err)
     struct mcp_send_error *e = &q[cx->errq_head % img->cfg.send_slots];
 
     s->error = err;
+    s->taken = 0;
     p->cnt->send_errors++;
     if (MCP_LOAD_ACQ(&e->full)) {
         p->cnt->errq_overflow++;
@@ -139,7 +145,8 @@ static int link_tx(struct pass *p, uint16_t dst, const uint8_t *frame, uint32_t 
 {
     int rc = lanai_tx(p->nic->link, dst, frame, len);
     if (rc) {
-        p->cnt->tx_busy++;
+        if (rc == -EAGAIN)
+            p->cnt->tx_busy++;
         return rc;
     }
     p->cnt->tx_bytes += len;
@@ -229,8 +236,9 @@ static int send_data(struct pass *p, uint16_t node, struct mcp_conn *c, uint32_t
     h.len = (uint16_t)s->len;
     mcp_wire_put(f, &h);
     mcp_wire_seal(f, MCP_WIRE_HDR + s->len);
-    if (link_tx(p, node, f, MCP_WIRE_HDR + s->len))
-        return -EAGAIN;
+    int rc = link_tx(p, node, f, MCP_WIRE_HDR + s->len);
+    if (rc)
+        return rc == -EAGAIN ? -EAGAIN : rc;
     c->ack_pending = 0;
     s->tx_ns = p->now;
     if (!c->rto_deadline)
@@ -287,8 +295,11 @@ static int peer_run(struct pass *p, uint16_t node)
 
     peer_timers(p, node, c);
 
-    if (c->q_head != MCP_NIL && c->state == MCP_CONN_CLOSED) {
+    if (c->q_head != MCP_NIL && c->state == MCP_CONN_CLOSED)
         conn_open(p, c);
+    /* Work for a peer that does not know us yet: SYN now, then on the timer.  This covers a
+     * connection the peer opened (we answered its SYN) as well as our own. */
+    if (has_pending_send(c) && !c->confirmed && !c->rto_deadline) {
         send_syn(p, node, c, MCP_FT_SYN);
         c->syn_ns = p->now;
         c->rto_deadline = p->now + US(c->rto_us);
@@ -297,8 +308,13 @@ static int peer_run(struct pass *p, uint16_t node)
         if (c->snd_tx != c->snd_nxt && p->now >= c->retx_after_ns) {
             while (c->snd_tx != c->snd_nxt) {
                 uint32_t id = c->inflight[c->snd_tx % MCP_MAX_WINDOW];
-                if (send_data(p, node, c, id))
+                int rc = send_data(p, node, c, id);
+                if (rc == -EAGAIN)
                     break;
+                if (rc) { /* the link cannot reach the peer any more */
+                    conn_reset(p, c, rc);
+                    return 0;
+                }
                 MCP_STORE_REL(&mcp_sslot(img, id)->state, (uint32_t)MCP_SLOT_INTRANSIT);
                 p->cnt->tx_retx++;
                 c->snd_tx++;
@@ -309,11 +325,16 @@ static int peer_run(struct pass *p, uint16_t node)
             uint32_t id = c->q_head;
             struct mcp_send_slot *s = mcp_sslot(img, id);
             s->seq = c->snd_nxt;
-            if (send_data(p, node, c, id))
+            int rc = send_data(p, node, c, id);
+            if (rc == -EAGAIN)
                 break;
             c->q_head = s->next;
             if (c->q_head == MCP_NIL)
                 c->q_tail = MCP_NIL;
+            if (rc) { /* this frame cannot go (no route, too long): fail it alone */
+                fail_slot(p, id, rc);
+                continue;
+            }
             c->inflight[c->snd_nxt % MCP_MAX_WINDOW] = id;
             c->snd_nxt++;
             c->snd_tx = c->snd_nxt;
@@ -355,6 +376,7 @@ static void take_context(struct pass *p, unsigned ci)
             c->wait_since_ns = p->now;
         s->next = MCP_NIL;
         s->error = 0;
+        s->taken = 1;
         if (c->q_tail == MCP_NIL)
             c->q_head = id;
         else
@@ -364,10 +386,11 @@ static void take_context(struct pass *p, unsigned ci)
     }
     if (state != MCP_CTX_CLOSING)
         return;
-    /* A closing context is freed once all its slots are IDLE. A slot left READY beyond head
-     * belongs to an owner that died between filling it and publishing it: drop it. */
+    /* A closing context is freed once all its slots are IDLE. A slot READY but never taken
+     * belongs to an owner that died between filling it and publishing it: drop it.  (With a
+     * full ring the slot at head is the oldest posted send, taken and still queued.) */
     struct mcp_send_slot *next = mcp_sslot(img, ci * cfg->send_slots + head % cfg->send_slots);
-    if (MCP_LOAD_ACQ(&next->state) == MCP_SLOT_READY)
+    if (MCP_LOAD_ACQ(&next->state) == MCP_SLOT_READY && !next->taken)
         MCP_STORE_REL(&next->state, (uint32_t)MCP_SLOT_IDLE);
     for (uint32_t i = 0; i < cfg->send_slots; i++)
         if (MCP_LOAD_ACQ(&mcp_sslot(img, ci * cfg->send_slots + i)->state) != MCP_SLOT_IDLE)
@@ -400,8 +423,10 @@ static void ack_in(struct pass *p, struct mcp_conn *c, uint8_t ack, int standalo
         return;
     }
     for (int k = 0; k < n; k++) {
-        uint32_t id = c->inflight[(uint8_t)(c->snd_una + k) % MCP_MAX_WINDOW];
-        MCP_STORE_REL(&mcp_sslot(p->img, id)->state, (uint32_t)MCP_SLOT_IDLE);
+        struct mcp_send_slot *s =
+            mcp_sslot(p->img, c->inflight[(uint8_t)(c->snd_una + k) % MCP_MAX_WINDOW]);
+        s->taken = 0;
+        MCP_STORE_REL(&s->state, (uint32_t)MCP_SLOT_IDLE);
     }
     c->snd_una = ack;
     if (mcp_seq_diff(c->snd_tx, c->snd_una) < 0)
@@ -639,7 +664,8 @@ static void deliver(struct pass *p)
         uint32_t q = img->hostq_head % cfg->hostq_slots;
         struct mcp_hostq_entry *e = mcp_hostq(img, q);
         if (MCP_LOAD_ACQ(&e->full)) {
-            p->cnt->hostq_full++;
+            if (!p->hostq_full_seen++)
+                p->cnt->hostq_full++;
             break;
         }
         uint32_t r = ready[img->rx_ready_head % cfg->recv_slots];
@@ -665,7 +691,7 @@ static void deliver(struct pass *p)
 int mcp_poll(struct mcp_nic *nic, uint64_t now_ns)
 {
     struct mcp_image *img = nic->img;
-    struct pass p = {nic, img, &img->counters, now_ns, 0};
+    struct pass p = {nic, img, &img->counters, now_ns, 0, 0};
 
     nic->ctrl_used = 0;
     deliver(&p);

@@ -11,7 +11,8 @@
  *    3   1   type       enum mcp_frame_type
  *    4   2   src_node
  *    6   2   dst_node
- *    8   4   src_cid    sender's connection id for this node pair (never 0)
+ *    8   4   src_cid    sender's connection id for this node pair (0 only in an RST sent
+ *                       without a connection)
  *   12   4   dst_cid    receiver's connection id as the sender knows it (0 = not yet known)
  *   16   1   seq        DATA: sequence number; SYN/SYNACK: initial sequence number;
  *                       NACK: the sequence number the receiver expects next

@@ -20,8 +20,9 @@ struct mcp_fault_cfg {
     uint32_t loss_types;  /* bit (1 << type) per frame type the loss applies to; 0 = all */
     uint64_t delay_ns;    /* fixed one-way delay (sim link only) */
     uint64_t seed;
-    uint32_t ndrops;                        /* drop list: these frame numbers (0-based, */
-    uint64_t drops[MCP_FAULT_MAX_DROPS];    /* counted per sending link) are always dropped */
+    uint32_t ndrops;                     /* drop list: these frame numbers (0-based, counted */
+    uint64_t drops[MCP_FAULT_MAX_DROPS]; /* per generator: per link for udp/eth, per net for
+                                            the sim) are always dropped */
 };
 
 /* What to do with one frame. */

@@ -21,6 +21,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -618,6 +620,37 @@ static void parse_options(struct opts *o, int argc, char **argv)
 /* The NIC this process runs                                                                */
 /* ---------------------------------------------------------------------------------------- */
 
+/*
+ * Co-scheduling for busy waiters (see DESIGN.md): spin while there is work or for SPIN_NS after
+ * the last work, then yield the CPU at every further idle poll, so a peer process that shares
+ * this core (two nodes on a 2-core machine, or other load) gets to run at once instead of after
+ * our time slice; after YIELD_NS of idleness (nothing to do for a long while: a server waiting
+ * for its next client), sleep SLEEP_NS per poll.  Latency paths shorter than SPIN_NS never yield.
+ */
+#define SPIN_NS  50000u
+#define YIELD_NS 50000000u
+#define SLEEP_NS 200000u
+
+struct idle {
+    uint64_t since; /* first idle poll of the current idle period, 0 after work */
+    uint64_t yields;
+};
+
+static inline void idle_note(struct idle *w, bool work, uint64_t now)
+{
+    if (work) {
+        w->since = 0;
+    } else if (!w->since) {
+        w->since = now;
+    } else if (now - w->since > YIELD_NS) {
+        struct timespec ts = {0, SLEEP_NS};
+        nanosleep(&ts, NULL);
+    } else if (now - w->since > SPIN_NS) {
+        sched_yield();
+        w->yields++;
+    }
+}
+
 struct fw {
     struct mcp_image *img;
     struct lanai_link *link;
@@ -639,6 +672,7 @@ struct fw {
     uint16_t ctl_chunk;
     bool ctl_open;
     uint64_t stray; /* messages that were not what the protocol expected */
+    struct idle idle;
 };
 
 struct setup {
@@ -659,7 +693,7 @@ static int fw_pump(struct fw *f)
     uint64_t now = mcp_now_ns();
     struct mcp_send_error e;
 
-    mcp_poll(&f->nic, now);
+    idle_note(&f->idle, mcp_poll(&f->nic, now) > 0, now);
     while (mcp_errq_pop(f->img, f->ctx, &e)) {
         if (f->server && e.dst != f->peer)
             continue;
@@ -710,6 +744,38 @@ static void fw_err_text(const struct fw *f, char *buf, size_t n)
     }
 }
 
+/*
+ * What the firmware holds for the peer, on stderr: the state a run that hangs is stuck in
+ * (connection, busy send slots, host queue, non-zero counters).
+ */
+static void fw_dump(struct fw *f)
+{
+    struct mcp_image *img = f->img;
+    if (f->peer >= img->cfg.max_nodes)
+        return;
+    const struct mcp_conn *c = mcp_conn(img, f->peer);
+    fprintf(stderr,
+            PROG ": state of the connection to node %u: state %u local_cid %08x peer_cid %08x "
+                 "have_peer %u confirmed %u snd_una %u snd_nxt %u snd_tx %u rcv_nxt %u "
+                 "ack_pending %u rto %u us queued %s\n",
+            f->peer, c->state, c->local_cid, c->peer_cid, c->have_peer, c->confirmed, c->snd_una,
+            c->snd_nxt, c->snd_tx, c->rcv_nxt, c->ack_pending, c->rto_us,
+            c->q_head != MCP_NIL ? "yes" : "no");
+    fprintf(stderr, PROG ": send slots of context %u:", f->ctx);
+    for (uint32_t i = 0; i < img->cfg.send_slots; i++) {
+        const struct mcp_send_slot *sl = mcp_sslot(img, f->ctx * img->cfg.send_slots + i);
+        uint32_t st = MCP_LOAD_ACQ(&sl->state);
+        if (st != MCP_SLOT_IDLE)
+            fprintf(stderr, " [%u %s seq %u len %u]", i, mcp_slot_state_name(st), sl->seq, sl->len);
+    }
+    fprintf(stderr, "\n" PROG ": host queue: head %u tail %u; non-zero counters:", img->hostq_head,
+            img->hostq_tail);
+    for (unsigned i = 0; i < mcp_counter_count(); i++)
+        if (mcp_counter_value(img, i))
+            fprintf(stderr, " %s=%" PRIu64, mcp_counter_name(i), mcp_counter_value(img, i));
+    fprintf(stderr, "\n");
+}
+
 /* Client: stop on a firmware error. */
 static void fw_must(struct fw *f, int rc)
 {
@@ -719,6 +785,9 @@ static void fw_must(struct fw *f, int rc)
     if (!f->err)
         f->err = rc;
     fw_err_text(f, msg, sizeof msg);
+    fflush(stdout);
+    if (f->err == -ETIME)
+        fw_dump(f);
     fail_exit("%s", msg);
 }
 
@@ -1429,6 +1498,7 @@ static void client_raw_pingpong(struct client *cl, int fd, unsigned nsizes, cons
                 }
                 if (n < 0)
                     raw_fw_tick(f, t1, &last_fw);
+                idle_note(&f->idle, n >= 0, t1);
                 if (f->deadline_ns && t1 > f->deadline_ns)
                     fw_must(f, -ETIME);
             }
@@ -1496,6 +1566,7 @@ static void client_raw_stream(struct client *cl, int fd)
     while (seq < n) {
         uint64_t now = mcp_now_ns();
         uint64_t room = credited + win > seq ? credited + win - seq : 0;
+        bool sent_any = false;
         if (room) {
             uint64_t b = room < RAW_BATCH ? room : RAW_BATCH;
             if (b > n - seq)
@@ -1503,6 +1574,7 @@ static void client_raw_stream(struct client *cl, int fd)
             for (uint64_t i = 0; i < b; i++)
                 put64(out + (size_t)i * dsize + 8, seq + i);
             int s = sendmmsg(fd, msg, (unsigned)b, MSG_DONTWAIT);
+            sent_any = s > 0;
             if (s > 0)
                 seq += (uint64_t)s;
             else if (s < 0 && errno != EAGAIN && errno != ENOBUFS && errno != ECONNREFUSED)
@@ -1525,6 +1597,7 @@ static void client_raw_stream(struct client *cl, int fd)
             last_progress = now;
         }
         raw_fw_tick(f, now, &last_fw);
+        idle_note(&f->idle, sent_any || got > 0, now);
         if (f->deadline_ns && now > f->deadline_ns)
             fw_must(f, -ETIME);
     }
@@ -1553,6 +1626,7 @@ static void client_raw_stream(struct client *cl, int fd)
             }
             uint64_t now = mcp_now_ns();
             raw_fw_tick(f, now, &last_fw);
+            idle_note(&f->idle, got > 0, now);
             if (f->deadline_ns && now > f->deadline_ns)
                 fw_must(f, -ETIME);
         }
@@ -1883,6 +1957,7 @@ static void server_abort(struct server *sv, const char *why)
 {
     printf(PROG " server: run with node %u failed: %s\n", sv->f->peer, why);
     fflush(stdout);
+    fw_dump(sv->f);
     if (!sv->o->forever)
         exit(EXIT_FAIL);
     server_reset(sv);
@@ -2138,8 +2213,8 @@ static int server_msg(struct server *sv, const struct mcp_rx_desc *d)
     return rc == 1 ? 1 : 0;
 }
 
-/* Serve the raw baseline's datagrams. */
-static void server_raw_service(struct server *sv)
+/* Serve the raw baseline's datagrams; returns how many arrived. */
+static int server_raw_service(struct server *sv)
 {
     int n = rawbatch_recv(&sv->rb, sv->raw_fd);
     bool data = false;
@@ -2191,6 +2266,7 @@ static void server_raw_service(struct server *sv)
         if (send(sv->raw_fd, c, sizeof c, MSG_DONTWAIT) >= 0)
             sv->raw_reported = sv->raw_next;
     }
+    return n;
 }
 
 static void server_print_counters(struct server *sv)
@@ -2247,7 +2323,7 @@ static int run_server(struct fw *f, struct setup *s, const struct opts *o)
         uint64_t now = mcp_now_ns();
         bool fw_due = true;
         if (sv.raw_fd >= 0) {
-            server_raw_service(&sv);
+            idle_note(&f->idle, server_raw_service(&sv) > 0, now);
             fw_due = now - sv.last_fw >= 1000000;
         }
         if (fw_due) {
