@@ -303,8 +303,8 @@ int peer_open(struct fx *f)
     f->liss = fr[0].h.seq;
     CHECK(f->lcid != 0, "SYNACK with cid 0");
     CHECK((f->lcid >> 8) == ((f->t / 1000000u) & 0xffffffu),
-          "cid 0x%08x does not carry the stamp %llu ms",
-          f->lcid, (unsigned long long)(f->t / 1000000u));
+          "cid 0x%08x does not carry the stamp %llu ms", f->lcid,
+          (unsigned long long)(f->t / 1000000u));
     return COUNTERS(f, "rx_frames=1 tx_ctrl=1");
 }
 

@@ -214,10 +214,9 @@ TEST(peer_restart_with_serially_older_stamp_waits_for_peer_timeout)
         while (mcp_recv_peek(f.img, &d))
             mcp_recv_done(f.img);
     }
-    uint64_t last_heard = f.t; /* the last DATA was taken in the last pass */
+    uint64_t last_heard = f.t;   /* the last DATA was taken in the last pass */
     uint32_t ncid = 0x00000044u; /* stamp 0 */
-    CHECK(((((ncid >> 8) - (PCID >> 8)) & 0xffffffu) & 0x800000u) != 0,
-          "stamp not serially older");
+    CHECK(((((ncid >> 8) - (PCID >> 8)) & 0xffffffu) & 0x800000u) != 0, "stamp not serially older");
     COUNTERS(&f, "rx_frames=? rx_data=? delivered=? tx_ack=?");
     int accepted = 0;
     uint64_t at = 0;
