@@ -29,8 +29,8 @@ struct mcp_fault_cfg {
 struct mcp_fault_verdict {
     uint8_t drop;
     uint8_t dup;
-    uint8_t corrupt;    /* flip byte corrupt_at with corrupt_mask */
-    uint8_t hold;       /* reorder: release after hold_frames later frames */
+    uint8_t corrupt; /* flip byte corrupt_at with corrupt_mask */
+    uint8_t hold;    /* reorder: release after hold_frames later frames */
     uint32_t corrupt_at;
     uint8_t corrupt_mask;
     uint32_t hold_frames;

@@ -18,14 +18,14 @@
 struct psp_node_addr {
     uint8_t present; /* this id is described */
     uint8_t has_mac;
-    uint16_t port;        /* host order */
+    uint16_t port; /* host order */
     struct in_addr ip;
     uint8_t mac[6];
     char ifname[16]; /* optional interface name ("" if none) */
 };
 
 struct psp_nodes {
-    uint16_t count;                  /* highest id + 1 */
+    uint16_t count; /* highest id + 1 */
     struct psp_node_addr node[PSP_NODES_MAX];
 };
 
