@@ -970,7 +970,7 @@ static void fw_open(struct fw *f, struct setup *s, const struct opts *o)
 }
 
 /* The counters of this NIC, then the link's, as one array (names from counter_label()). */
-#define LINK_STATS 5
+#define LINK_STATS 8
 static unsigned all_counter_count(void)
 {
     return mcp_counter_count() + LINK_STATS;
@@ -978,13 +978,18 @@ static unsigned all_counter_count(void)
 
 static const char *counter_label(unsigned i, const char **help)
 {
-    static const char *const names[LINK_STATS] = {"link.fault_dropped", "link.fault_duplicated",
-                                                  "link.fault_corrupted", "link.tx_errors",
-                                                  "link.rx_errors"};
-    static const char *const helps[LINK_STATS] = {
-        "frames dropped by fault injection", "frames duplicated by fault injection",
-        "frames corrupted by fault injection", "frames the kernel refused to send",
-        "errors the socket reported on receive"};
+    static const char *const names[LINK_STATS] = {"link.tx_frames",        "link.rx_frames",
+                                                  "link.tx_dropped_full",  "link.fault_dropped",
+                                                  "link.fault_duplicated", "link.fault_corrupted",
+                                                  "link.tx_errors",        "link.rx_errors"};
+    static const char *const helps[LINK_STATS] = {"frames handed to the kernel",
+                                                  "frames handed to the firmware",
+                                                  "frames dropped at flush: socket buffer full",
+                                                  "frames dropped by fault injection",
+                                                  "frames duplicated by fault injection",
+                                                  "frames corrupted by fault injection",
+                                                  "frames the kernel refused to send",
+                                                  "errors the socket reported on receive"};
     unsigned n = mcp_counter_count();
     if (i < n) {
         *help = mcp_counter_help(i);
@@ -1002,11 +1007,14 @@ static void read_counters(struct fw *f, uint64_t *v)
         v[i] = mcp_counter_value(f->img, i);
     memset(&ls, 0, sizeof(ls));
     mcp_link_stats(f->link, &ls);
-    v[n + 0] = ls.fault_dropped;
-    v[n + 1] = ls.fault_duplicated;
-    v[n + 2] = ls.fault_corrupted;
-    v[n + 3] = ls.tx_errors;
-    v[n + 4] = ls.rx_errors;
+    v[n + 0] = ls.tx_frames;
+    v[n + 1] = ls.rx_frames;
+    v[n + 2] = ls.tx_dropped_full;
+    v[n + 3] = ls.fault_dropped;
+    v[n + 4] = ls.fault_duplicated;
+    v[n + 5] = ls.fault_corrupted;
+    v[n + 6] = ls.tx_errors;
+    v[n + 7] = ls.rx_errors;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1486,6 +1494,7 @@ static void client_raw_pingpong(struct client *cl, int fd, unsigned nsizes, cons
             for (;;) {
                 ssize_t n = recv(fd, in, RAW_MAXDG, MSG_DONTWAIT);
                 t1 = mcp_now_ns();
+                idle_note(&f->idle, n >= 0, t1);
                 if (n == (ssize_t)size && mcp_get_le32(in) == RAW_PING &&
                     mcp_get_le32(in + 4) == (uint32_t)i)
                     break;
@@ -1498,7 +1507,6 @@ static void client_raw_pingpong(struct client *cl, int fd, unsigned nsizes, cons
                 }
                 if (n < 0)
                     raw_fw_tick(f, t1, &last_fw);
-                idle_note(&f->idle, n >= 0, t1);
                 if (f->deadline_ns && t1 > f->deadline_ns)
                     fw_must(f, -ETIME);
             }
@@ -2359,8 +2367,12 @@ static int run_server(struct fw *f, struct setup *s, const struct opts *o)
         now = mcp_now_ns();
         if (sv.st == S_LINGER && now > sv.linger_until) {
             server_run_done(&sv);
-            if (!o->forever)
+            if (!o->forever) {
+                server_raw_close(&sv);
+                free(sv.base);
+                free(sv.rb.buf);
                 return sv.failures ? EXIT_FAIL : EXIT_OK;
+            }
             server_reset(&sv);
             continue;
         }
@@ -2447,12 +2459,13 @@ int main(int argc, char **argv)
     fw_open(f, &s, &o);
     if (o.server) {
         f->server = true;
-        return run_server(f, &s, &o);
+        rc = run_server(f, &s, &o);
+    } else {
+        f->peer = (uint16_t)peer;
+        if (o.timeout_s)
+            f->deadline_ns = mcp_now_ns() + o.timeout_s * 1000000000ull;
+        rc = run_client(f, &s, &o);
     }
-    f->peer = (uint16_t)peer;
-    if (o.timeout_s)
-        f->deadline_ns = mcp_now_ns() + o.timeout_s * 1000000000ull;
-    rc = run_client(f, &s, &o);
     lanai_close(f->link);
     free(f->img);
     free(f);
