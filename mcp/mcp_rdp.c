@@ -688,6 +688,36 @@ static void deliver(struct pass *p)
 
 /* ---- the main loop ------------------------------------------------------------------------ */
 
+/* Run every peer with work; clears the active bit of those left without any. */
+static void run_peers(struct pass *p)
+{
+    uint64_t *act = MCP_AT(p->img, p->img->off_active);
+    unsigned words = (p->img->cfg.max_nodes + 63u) / 64u;
+
+    for (unsigned w = 0; w < words; w++) {
+        uint64_t bits = act[w];
+        while (bits) {
+            unsigned b = (unsigned)__builtin_ctzll(bits);
+            bits &= bits - 1;
+            if (!peer_run(p, (uint16_t)(w * 64 + b)))
+                act[w] &= ~(1ull << b);
+        }
+    }
+}
+
+/* Hand queued frames to the wire; the control-frame scratch is free again afterwards. */
+static void flush(struct pass *p)
+{
+    lanai_flush(p->nic->link);
+    p->nic->ctrl_used = 0;
+}
+
+/*
+ * One pass.  Transmitting comes before receiving so that a host's send goes out without a
+ * receive system call in front of it (that ordering is worth about 0.5 us of latency here);
+ * peers run a second time only if receiving gave them something to answer (ACK, NACK,
+ * retransmission, SYNACK).
+ */
 int mcp_poll(struct mcp_nic *nic, uint64_t now_ns)
 {
     struct mcp_image *img = nic->img;
@@ -695,29 +725,23 @@ int mcp_poll(struct mcp_nic *nic, uint64_t now_ns)
 
     nic->ctrl_used = 0;
     deliver(&p);
-    receive(&p);
-    deliver(&p);
-
     uint64_t ctxs = __atomic_load_n(&img->ctx_mask, __ATOMIC_ACQUIRE);
     while (ctxs) {
         unsigned ci = (unsigned)__builtin_ctzll(ctxs);
         ctxs &= ctxs - 1;
         take_context(&p, ci);
     }
-
-    uint64_t *act = MCP_AT(img, img->off_active);
-    unsigned words = (img->cfg.max_nodes + 63u) / 64u;
-    for (unsigned w = 0; w < words; w++) {
-        uint64_t bits = act[w];
-        while (bits) {
-            unsigned b = (unsigned)__builtin_ctzll(bits);
-            bits &= bits - 1;
-            if (!peer_run(&p, (uint16_t)(w * 64 + b)))
-                act[w] &= ~(1ull << b);
-        }
-    }
+    run_peers(&p);
     if (p.work)
-        lanai_flush(nic->link);
+        flush(&p);
+
+    int before = p.work;
+    receive(&p);
+    deliver(&p);
+    if (p.work != before) {
+        run_peers(&p);
+        flush(&p);
+    }
     img->polls++;
     return p.work;
 }
