@@ -8,6 +8,13 @@
 static uint32_t crc_table[8][256];
 static int crc_table_ready;
 
+/* The hardware path runs three independent lanes of CRC_LANE bytes (the crc32 instruction has
+ * a latency of three cycles and a throughput of one) and joins them: the CRC state is linear,
+ * so crc(s, A|B) = shift(crc(s, A), |B|) ^ crc(0, B), where shift() appends |B| zero bytes.
+ * shift_tab holds that operator for CRC_LANE bytes, one table per state byte. */
+#define CRC_LANE 256
+static uint32_t shift_tab[4][256];
+
 static void crc_table_init(void)
 {
     for (uint32_t i = 0; i < 256; i++) {
@@ -19,6 +26,13 @@ static void crc_table_init(void)
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+    for (int k = 0; k < 4; k++)
+        for (uint32_t b = 0; b < 256; b++) {
+            uint32_t c = b << (8 * k);
+            for (int z = 0; z < CRC_LANE; z++)
+                c = (c >> 8) ^ crc_table[0][c & 0xff];
+            shift_tab[k][b] = c;
+        }
     __atomic_store_n(&crc_table_ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -43,9 +57,30 @@ static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t len)
 }
 
 #if defined(__x86_64__)
+static inline uint32_t shift_lane(uint32_t x)
+{
+    return shift_tab[0][x & 0xff] ^ shift_tab[1][(x >> 8) & 0xff] ^
+           shift_tab[2][(x >> 16) & 0xff] ^ shift_tab[3][x >> 24];
+}
+
 __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t len)
 {
     uint64_t c = crc;
+    while (len >= 3 * CRC_LANE) {
+        uint64_t b = 0, d = 0;
+        for (size_t i = 0; i < CRC_LANE; i += 8) {
+            uint64_t va, vb, vd;
+            memcpy(&va, p + i, 8);
+            memcpy(&vb, p + CRC_LANE + i, 8);
+            memcpy(&vd, p + 2 * CRC_LANE + i, 8);
+            c = __builtin_ia32_crc32di(c, va);
+            b = __builtin_ia32_crc32di(b, vb);
+            d = __builtin_ia32_crc32di(d, vd);
+        }
+        c = shift_lane(shift_lane((uint32_t)c) ^ (uint32_t)b) ^ (uint32_t)d;
+        p += 3 * CRC_LANE;
+        len -= 3 * CRC_LANE;
+    }
     while (len >= 8) {
         uint64_t v;
         memcpy(&v, p, 8);
@@ -67,6 +102,8 @@ uint32_t mcp_crc32c(uint32_t crc, const void *data, size_t len)
     static int have_hw = -1;
     if (have_hw < 0) {
         __builtin_cpu_init();
+        if (!__atomic_load_n(&crc_table_ready, __ATOMIC_ACQUIRE))
+            crc_table_init(); /* the lanes' shift tables */
         have_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
     }
     if (have_hw)

@@ -62,3 +62,10 @@ test_unit_test_rdp_malformed_LDADD = $(RDP_TEST_LDADD)
 # The libFuzzer harness test/fuzz/fuzz_frame.c is built by test/fuzz/run-fuzz itself (clang,
 # sanitizers); test/ is in EXTRA_DIST as a whole.
 # --- end firmware tests ---
+
+# --- crc32c ---
+check_PROGRAMS += test/unit/test_crc32c
+test_unit_test_crc32c_SOURCES = test/unit/test_crc32c.c test/harness.h
+test_unit_test_crc32c_CPPFLAGS = $(TEST_CPPFLAGS)
+test_unit_test_crc32c_LDADD = mcp/libmcp.la common/libpspcommon.la
+# --- end crc32c ---
