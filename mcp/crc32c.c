@@ -59,8 +59,8 @@ static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t len)
 #if defined(__x86_64__)
 static inline uint32_t shift_lane(uint32_t x)
 {
-    return shift_tab[0][x & 0xff] ^ shift_tab[1][(x >> 8) & 0xff] ^
-           shift_tab[2][(x >> 16) & 0xff] ^ shift_tab[3][x >> 24];
+    return shift_tab[0][x & 0xff] ^ shift_tab[1][(x >> 8) & 0xff] ^ shift_tab[2][(x >> 16) & 0xff] ^
+           shift_tab[3][x >> 24];
 }
 
 __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t len)
