@@ -101,3 +101,13 @@ void psp_die(const char *fmt, ...)
     va_end(ap);
     exit(1);
 }
+
+void psp_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}

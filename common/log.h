@@ -5,6 +5,8 @@
 #ifndef PSPORT_COMMON_LOG_H
 #define PSPORT_COMMON_LOG_H
 
+#include <stddef.h>
+
 enum psp_log_level {
     PSP_LOG_ERROR = 0,
     PSP_LOG_WARN = 1,
@@ -21,6 +23,11 @@ int psp_log_level(void);
 
 /* Log a printf-style message at level. */
 void psp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Format a message into err (errlen bytes) for a caller to show; nothing if err is NULL.
+ * The way every layer returns "what went wrong and what to do" alongside an error code. */
+void psp_set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Log at error level and exit(1). */
 void psp_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));

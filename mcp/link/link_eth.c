@@ -15,7 +15,6 @@
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
 #include <net/if.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,19 +43,6 @@ struct eth_link {
     struct sockaddr_ll rsll[MCP_SOCK_RXBATCH];
     uint8_t rhdr[MCP_SOCK_RXBATCH][ETH_HDR];
 };
-
-static void eth_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void eth_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int eth_route(struct mcp_sock_link *s, uint16_t dst)
 {
@@ -214,21 +200,21 @@ static int if_facts(int fd, const char *name, uint8_t mac[6], int *mtu, int *up)
 struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err, size_t errlen)
 {
     if (!p || !p->nodes) {
-        eth_err(err, errlen, "eth link: no nodes table given");
+        psp_set_err(err, errlen, "eth link: no nodes table given");
         return NULL;
     }
     const struct psp_nodes *nodes = p->nodes;
     if (p->node >= nodes->count || !nodes->node[p->node].present) {
-        eth_err(err, errlen,
-                "eth link: node %u is not in the nodes file: add a line '%u <ip> <mac> [<if>]'",
-                (unsigned)p->node, (unsigned)p->node);
+        psp_set_err(err, errlen,
+                    "eth link: node %u is not in the nodes file: add a line '%u <ip> <mac> [<if>]'",
+                    (unsigned)p->node, (unsigned)p->node);
         return NULL;
     }
     const struct psp_node_addr *me = &nodes->node[p->node];
 
     struct eth_link *e = calloc(1, sizeof *e);
     if (!e) {
-        eth_err(err, errlen, "eth link: out of memory");
+        psp_set_err(err, errlen, "eth link: out of memory");
         return NULL;
     }
     e->s.fd = -1;
@@ -237,7 +223,7 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
     e->warned = calloc(nodes->count, 1);
     e->macs = calloc(nodes->count, sizeof *e->macs);
     if (!e->has_mac || !e->warned || !e->macs) {
-        eth_err(err, errlen, "eth link: out of memory");
+        psp_set_err(err, errlen, "eth link: out of memory");
         goto fail;
     }
     for (unsigned i = 0; i < nodes->count; i++) {
@@ -253,10 +239,10 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
         if (fd < 0) {
             int er = errno;
             if (er == EPERM || er == EACCES)
-                eth_err(err, errlen,
-                        "eth link needs CAP_NET_RAW (run as root) — or use PSP_LINK=udp");
+                psp_set_err(err, errlen,
+                            "eth link needs CAP_NET_RAW (run as root) — or use PSP_LINK=udp");
             else
-                eth_err(err, errlen, "eth link: cannot open a packet socket: %s", strerror(er));
+                psp_set_err(err, errlen, "eth link: cannot open a packet socket: %s", strerror(er));
             goto fail;
         }
     }
@@ -269,8 +255,8 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
         memset(&ll, 0, sizeof ll);
         if (getsockname(fd, (struct sockaddr *)&ll, &sl) != 0 || ll.sll_family != AF_PACKET ||
             ll.sll_ifindex == 0 || !if_indextoname((unsigned)ll.sll_ifindex, e->ifname)) {
-            eth_err(err, errlen,
-                    "eth link: descriptor %d is not a packet socket bound to an interface", fd);
+            psp_set_err(err, errlen,
+                        "eth link: descriptor %d is not a packet socket bound to an interface", fd);
             goto fail;
         }
         int fl = fcntl(fd, F_GETFL);
@@ -284,39 +270,41 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
         if (find_if_by_mac(me->mac, e->ifname) != 0) {
             char m[18];
             fmt_mac(me->mac, m);
-            eth_err(err, errlen,
-                    "eth link: no interface on this host has MAC %s (node %u in the nodes "
-                    "file): fix the MAC, or name the interface with PSP_LINK_IF",
-                    m, (unsigned)p->node);
+            psp_set_err(err, errlen,
+                        "eth link: no interface on this host has MAC %s (node %u in the nodes "
+                        "file): fix the MAC, or name the interface with PSP_LINK_IF",
+                        m, (unsigned)p->node);
             goto fail;
         }
     } else {
-        eth_err(err, errlen,
-                "eth link: node %u has neither a MAC nor an interface in the nodes file: add "
-                "'<mac> <interface>' to its line, or set PSP_LINK_IF",
-                (unsigned)p->node);
+        psp_set_err(err, errlen,
+                    "eth link: node %u has neither a MAC nor an interface in the nodes file: add "
+                    "'<mac> <interface>' to its line, or set PSP_LINK_IF",
+                    (unsigned)p->node);
         goto fail;
     }
 
     e->ifindex = (int)if_nametoindex(e->ifname);
     if (e->ifindex == 0) {
-        eth_err(err, errlen, "eth link: no interface '%s' on this host (see 'ip link')", e->ifname);
+        psp_set_err(err, errlen, "eth link: no interface '%s' on this host (see 'ip link')",
+                    e->ifname);
         goto fail;
     }
     int mtu = 0, up = 0;
     int rc = if_facts(fd, e->ifname, e->mac, &mtu, &up);
     if (rc) {
-        eth_err(err, errlen, "eth link: cannot query interface %s: %s", e->ifname, strerror(-rc));
+        psp_set_err(err, errlen, "eth link: cannot query interface %s: %s", e->ifname,
+                    strerror(-rc));
         goto fail;
     }
     if (!up) {
-        eth_err(err, errlen, "eth link: interface %s is down: 'ip link set %s up'", e->ifname,
-                e->ifname);
+        psp_set_err(err, errlen, "eth link: interface %s is down: 'ip link set %s up'", e->ifname,
+                    e->ifname);
         goto fail;
     }
     if (mtu < (int)MCP_WIRE_HDR + 1) {
-        eth_err(err, errlen, "eth link: MTU %d of %s is too small for psport frames", mtu,
-                e->ifname);
+        psp_set_err(err, errlen, "eth link: MTU %d of %s is too small for psport frames", mtu,
+                    e->ifname);
         goto fail;
     }
     if (me->has_mac && memcmp(me->mac, e->mac, 6) != 0) {
@@ -335,7 +323,7 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
         ll.sll_protocol = htons(MCP_ETHERTYPE);
         ll.sll_ifindex = e->ifindex;
         if (bind(fd, (struct sockaddr *)&ll, sizeof ll) != 0) {
-            eth_err(err, errlen, "eth link: cannot bind to %s: %s", e->ifname, strerror(errno));
+            psp_set_err(err, errlen, "eth link: cannot bind to %s: %s", e->ifname, strerror(errno));
             goto fail;
         }
     }
@@ -354,7 +342,7 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
     e->s.route = eth_route;
     e->s.fill = eth_fill;
     if (mcp_sock_init(&e->s, fd, &p->fault) != 0) {
-        eth_err(err, errlen, "eth link: out of memory");
+        psp_set_err(err, errlen, "eth link: out of memory");
         goto fail;
     }
     return &e->s.l;

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "link.h"
+#include "log.h"
 #include "link_sock.h"
 
 #define UDP_MAX_FRAME 65507u /* 65535 - 20 (IPv4) - 8 (UDP) */
@@ -29,19 +29,6 @@ struct udp_link {
     uint8_t *present;         /* per node: has an address */
     struct sockaddr_in *addr; /* per node */
 };
-
-static void udp_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void udp_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int udp_route(struct mcp_sock_link *s, uint16_t dst)
 {
@@ -140,15 +127,15 @@ static int adopt_fd(int fd)
 struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err, size_t errlen)
 {
     if (!p || !p->nodes) {
-        udp_err(err, errlen, "udp link: no nodes table given");
+        psp_set_err(err, errlen, "udp link: no nodes table given");
         return NULL;
     }
     const struct psp_nodes *nodes = p->nodes;
     if (p->node >= nodes->count || !nodes->node[p->node].present) {
-        udp_err(err, errlen,
-                "udp link: node %u is not in the nodes file (it describes ids below %u): add a "
-                "line '%u <ip>[:<port>]'",
-                (unsigned)p->node, (unsigned)nodes->count, (unsigned)p->node);
+        psp_set_err(err, errlen,
+                    "udp link: node %u is not in the nodes file (it describes ids below %u): add a "
+                    "line '%u <ip>[:<port>]'",
+                    (unsigned)p->node, (unsigned)nodes->count, (unsigned)p->node);
         return NULL;
     }
     const struct psp_node_addr *me = &nodes->node[p->node];
@@ -157,14 +144,14 @@ struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err,
 
     struct udp_link *u = calloc(1, sizeof *u);
     if (!u) {
-        udp_err(err, errlen, "udp link: out of memory");
+        psp_set_err(err, errlen, "udp link: out of memory");
         return NULL;
     }
     u->s.fd = -1;
     u->present = calloc(nodes->count, 1);
     u->addr = calloc(nodes->count, sizeof *u->addr);
     if (!u->present || !u->addr) {
-        udp_err(err, errlen, "udp link: out of memory");
+        psp_set_err(err, errlen, "udp link: out of memory");
         goto fail;
     }
     for (unsigned i = 0; i < nodes->count; i++) {
@@ -181,32 +168,32 @@ struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err,
         fd = p->fd;
         int rc = adopt_fd(fd);
         if (rc) {
-            udp_err(err, errlen, "udp link: descriptor %d is not a usable UDP socket: %s", fd,
-                    strerror(-rc));
+            psp_set_err(err, errlen, "udp link: descriptor %d is not a usable UDP socket: %s", fd,
+                        strerror(-rc));
             goto fail;
         }
     } else {
         fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
-            udp_err(err, errlen, "udp link: cannot create a UDP socket: %s", strerror(errno));
+            psp_set_err(err, errlen, "udp link: cannot create a UDP socket: %s", strerror(errno));
             goto fail;
         }
         if (bind(fd, (struct sockaddr *)&u->addr[p->node], sizeof u->addr[p->node]) != 0) {
             int e = errno;
             close(fd);
             if (e == EADDRINUSE)
-                udp_err(err, errlen,
-                        "udp link: %s:%u is already in use (another psid for node %u running? "
-                        "stop it, or choose another port with PSP_UDP_PORT or the nodes file)",
-                        ip, (unsigned)me->port, (unsigned)p->node);
+                psp_set_err(err, errlen,
+                            "udp link: %s:%u is already in use (another psid for node %u running? "
+                            "stop it, or choose another port with PSP_UDP_PORT or the nodes file)",
+                            ip, (unsigned)me->port, (unsigned)p->node);
             else if (e == EADDRNOTAVAIL)
-                udp_err(err, errlen,
-                        "udp link: address %s of node %u is not on this host: check the nodes "
-                        "file, or start this node with its own id",
-                        ip, (unsigned)p->node);
+                psp_set_err(err, errlen,
+                            "udp link: address %s of node %u is not on this host: check the nodes "
+                            "file, or start this node with its own id",
+                            ip, (unsigned)p->node);
             else
-                udp_err(err, errlen, "udp link: cannot bind %s:%u: %s", ip, (unsigned)me->port,
-                        strerror(e));
+                psp_set_err(err, errlen, "udp link: cannot bind %s:%u: %s", ip, (unsigned)me->port,
+                            strerror(e));
             goto fail;
         }
     }
@@ -227,7 +214,7 @@ struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err,
     u->s.route = udp_route;
     u->s.fill = udp_fill;
     if (mcp_sock_init(&u->s, fd, &p->fault) != 0) {
-        udp_err(err, errlen, "udp link: out of memory");
+        psp_set_err(err, errlen, "udp link: out of memory");
         goto fail;
     }
     return &u->s.l;

@@ -2,11 +2,11 @@
  * nodes.c — reading the cluster description (see nodes.h for the format).
  */
 #include "nodes.h"
+#include "log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,19 +14,6 @@
 #define TOKEN_MAX  64        /* longer tokens are wrong anyway; shown shortened in errors */
 #define MAX_TOKENS 5         /* id, address, mac, interface + one to detect extra words */
 #define FILE_MAX   (4 << 20) /* a nodes file larger than this is not a nodes file */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Decimal number without sign or suffix, at most max. 0 on success. */
 static int parse_dec(const char *s, unsigned long max, unsigned long *out)
@@ -131,33 +118,34 @@ int psp_nodes_parse(const char *text, uint16_t default_port, struct psp_nodes *o
         if (nt == 0)
             continue;
         if (nt > 4) {
-            set_err(err, errlen, "line %u: too many words (%s)", lineno, fmt_hint);
+            psp_set_err(err, errlen, "line %u: too many words (%s)", lineno, fmt_hint);
             return -EINVAL;
         }
         if (long_tok >= 0) {
-            set_err(err, errlen, "line %u: word '%.20s...' is too long (%s)", lineno, tok[long_tok],
-                    fmt_hint);
+            psp_set_err(err, errlen, "line %u: word '%.20s...' is too long (%s)", lineno,
+                        tok[long_tok], fmt_hint);
             return -EINVAL;
         }
         if (nt < 2) {
-            set_err(err, errlen, "line %u: node %s has no address (%s)", lineno, tok[0], fmt_hint);
+            psp_set_err(err, errlen, "line %u: node %s has no address (%s)", lineno, tok[0],
+                        fmt_hint);
             return -EINVAL;
         }
 
         unsigned long id;
         if (parse_dec(tok[0], ULONG_MAX / 16, &id) != 0) {
-            set_err(err, errlen, "line %u: bad node id '%s' (a number 0..%d)", lineno, tok[0],
-                    PSP_NODES_MAX - 1);
+            psp_set_err(err, errlen, "line %u: bad node id '%s' (a number 0..%d)", lineno, tok[0],
+                        PSP_NODES_MAX - 1);
             return -EINVAL;
         }
         if (id >= PSP_NODES_MAX) {
-            set_err(err, errlen, "line %u: node id %lu out of range (0..%d)", lineno, id,
-                    PSP_NODES_MAX - 1);
+            psp_set_err(err, errlen, "line %u: node id %lu out of range (0..%d)", lineno, id,
+                        PSP_NODES_MAX - 1);
             return -EINVAL;
         }
         if (out->node[id].present) {
-            set_err(err, errlen, "line %u: duplicate node id %lu (already on line %u)", lineno, id,
-                    (unsigned)first_line[id]);
+            psp_set_err(err, errlen, "line %u: duplicate node id %lu (already on line %u)", lineno,
+                        id, (unsigned)first_line[id]);
             return -EINVAL;
         }
 
@@ -174,19 +162,19 @@ int psp_nodes_parse(const char *text, uint16_t default_port, struct psp_nodes *o
             *colon = '\0';
             unsigned long port;
             if (parse_dec(colon + 1, 65535, &port) != 0 || port == 0) {
-                set_err(err, errlen, "line %u: bad port '%s' (1..65535)", lineno, colon + 1);
+                psp_set_err(err, errlen, "line %u: bad port '%s' (1..65535)", lineno, colon + 1);
                 return -EINVAL;
             }
             a.port = (uint16_t)port;
         }
         if (inet_pton(AF_INET, ipbuf, &a.ip) != 1) {
-            set_err(err, errlen, "line %u: bad IP address '%s' (dotted IPv4, e.g. 198.18.0.1)",
-                    lineno, ipbuf);
+            psp_set_err(err, errlen, "line %u: bad IP address '%s' (dotted IPv4, e.g. 198.18.0.1)",
+                        lineno, ipbuf);
             return -EINVAL;
         }
         if (a.port == 0) {
-            set_err(err, errlen, "line %u: node %lu has no UDP port (write %s:<port>)", lineno, id,
-                    ipbuf);
+            psp_set_err(err, errlen, "line %u: node %lu has no UDP port (write %s:<port>)", lineno,
+                        id, ipbuf);
             return -EINVAL;
         }
 
@@ -194,7 +182,8 @@ int psp_nodes_parse(const char *text, uint16_t default_port, struct psp_nodes *o
         int t = 2;
         if (t < nt && (nt == 4 || strchr(tok[t], ':') || parse_mac(tok[t], a.mac) == 0)) {
             if (parse_mac(tok[t], a.mac) != 0) {
-                set_err(err, errlen, "line %u: bad MAC '%s' (aa:bb:cc:dd:ee:ff)", lineno, tok[t]);
+                psp_set_err(err, errlen, "line %u: bad MAC '%s' (aa:bb:cc:dd:ee:ff)", lineno,
+                            tok[t]);
                 return -EINVAL;
             }
             a.has_mac = 1;
@@ -202,8 +191,9 @@ int psp_nodes_parse(const char *text, uint16_t default_port, struct psp_nodes *o
         }
         if (t < nt) {
             if (strlen(tok[t]) >= sizeof a.ifname || strchr(tok[t], ':') || strchr(tok[t], '/')) {
-                set_err(err, errlen, "line %u: bad interface name '%s' (at most %zu characters)",
-                        lineno, tok[t], sizeof a.ifname - 1);
+                psp_set_err(err, errlen,
+                            "line %u: bad interface name '%s' (at most %zu characters)", lineno,
+                            tok[t], sizeof a.ifname - 1);
                 return -EINVAL;
             }
             memcpy(a.ifname, tok[t], strlen(tok[t]) + 1);
@@ -213,8 +203,8 @@ int psp_nodes_parse(const char *text, uint16_t default_port, struct psp_nodes *o
         for (unsigned j = 0; j < out->count; j++) {
             const struct psp_node_addr *b = &out->node[j];
             if (b->present && b->ip.s_addr == a.ip.s_addr && b->port == a.port) {
-                set_err(err, errlen, "line %u: node %lu uses %s:%u, already taken by node %u",
-                        lineno, id, ipbuf, (unsigned)a.port, j);
+                psp_set_err(err, errlen, "line %u: node %lu uses %s:%u, already taken by node %u",
+                            lineno, id, ipbuf, (unsigned)a.port, j);
                 return -EINVAL;
             }
         }
@@ -227,7 +217,7 @@ int psp_nodes_parse(const char *text, uint16_t default_port, struct psp_nodes *o
     }
 
     if (!found) {
-        set_err(err, errlen, "no nodes described (%s)", fmt_hint);
+        psp_set_err(err, errlen, "no nodes described (%s)", fmt_hint);
         return -EINVAL;
     }
     return 0;
@@ -239,13 +229,13 @@ int psp_nodes_load(const char *path, uint16_t default_port, struct psp_nodes *ou
     FILE *f = fopen(path, "r");
     if (!f) {
         int e = errno;
-        set_err(err, errlen, "cannot read nodes file %s: %s", path, strerror(e));
+        psp_set_err(err, errlen, "cannot read nodes file %s: %s", path, strerror(e));
         return -e;
     }
     char *buf = malloc(FILE_MAX + 1);
     if (!buf) {
         fclose(f);
-        set_err(err, errlen, "cannot read nodes file %s: out of memory", path);
+        psp_set_err(err, errlen, "cannot read nodes file %s: out of memory", path);
         return -ENOMEM;
     }
     size_t n = fread(buf, 1, FILE_MAX + 1, f);
@@ -253,18 +243,18 @@ int psp_nodes_load(const char *path, uint16_t default_port, struct psp_nodes *ou
     fclose(f);
     if (rerr) {
         free(buf);
-        set_err(err, errlen, "cannot read nodes file %s: %s", path, strerror(rerr));
+        psp_set_err(err, errlen, "cannot read nodes file %s: %s", path, strerror(rerr));
         return -rerr;
     }
     if (n > FILE_MAX) {
         free(buf);
-        set_err(err, errlen, "nodes file %s is larger than %d bytes", path, FILE_MAX);
+        psp_set_err(err, errlen, "nodes file %s is larger than %d bytes", path, FILE_MAX);
         return -EFBIG;
     }
     buf[n] = '\0';
     if (memchr(buf, '\0', n)) {
         free(buf);
-        set_err(err, errlen, "nodes file %s is not a text file", path);
+        psp_set_err(err, errlen, "nodes file %s is not a text file", path);
         return -EINVAL;
     }
 
@@ -272,7 +262,7 @@ int psp_nodes_load(const char *path, uint16_t default_port, struct psp_nodes *ou
     int rc = psp_nodes_parse(buf, default_port, out, msg, sizeof msg);
     free(buf);
     if (rc)
-        set_err(err, errlen, "%s: %s", path, msg);
+        psp_set_err(err, errlen, "%s: %s", path, msg);
     return rc;
 }
 
