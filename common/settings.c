@@ -40,6 +40,14 @@ static const struct psp_setting table[] = {
     {"PSP_NACK_INTERVAL_US", "200",    "mcp",  "least time between NACKs to one peer"},
     {"PSP_NOBUF_BACKOFF_US", "50",     "mcp",  "sender pause after a no-buffer NACK"},
     {"PSP_PEER_TIMEOUT_MS",  "5000",   "mcp",  "silence before a peer is declared dead"},
+
+    /* psid (the NIC provider) */
+    {"PSP_NODE_ID",          "0",      "psid", "this node's id in the nodes file"},
+    {"PSP_PSID_SOCKET",      "/run/psport/psid.sock",
+                                       "psid", "psid's UNIX socket (clients connect here)"},
+    {"PSP_PSID_USERS",       "",       "psid", "users who may attach (names/uids); empty = any"},
+    {"PSP_PSID_MAX_CLIENTS", "64",     "psid", "largest number of attached client processes"},
+    {"PSP_NIC_IDLE_US",      "500",    "psid", "psid polls the NIC after this long unpolled"},
 };
 /* clang-format on */
 

@@ -7,5 +7,6 @@ mcp_libmcp_la_SOURCES = \
 	mcp/mcp_rdp.c mcp/mcp.h mcp/lanai.h mcp/mcp_compat.h \
 	mcp/mcp_host.c mcp/mcp_host.h \
 	mcp/mcp_env.c mcp/mcp_env.h
-mcp_libmcp_la_LIBADD = common/libpspcommon.la
+# Convenience libraries do not embed one another (a shared library that takes several would
+# get common/ twice): consumers list common/libpspcommon.la themselves.
 EXTRA_DIST += mcp/PROTOCOL.md

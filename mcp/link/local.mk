@@ -10,4 +10,4 @@ mcp_link_libmcplink_la_SOURCES = \
 	mcp/link/link_sock.c mcp/link/link_sock.h \
 	mcp/link/link_udp.c \
 	mcp/link/link_eth.c
-mcp_link_libmcplink_la_LIBADD = common/libpspcommon.la
+# Consumers add common/libpspcommon.la (see mcp/local.mk).

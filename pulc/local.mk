@@ -1,0 +1,35 @@
+# pulc/: libpulc (installed), the psid daemon and psinfo (pulc/README.md).
+PULC_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/pulc/include -I$(top_srcdir)/pulc/src \
+	-I$(top_srcdir)/kmod
+
+lib_LTLIBRARIES += pulc/libpulc.la
+include_HEADERS = pulc/include/pulc.h
+pulc_libpulc_la_SOURCES = \
+	pulc/src/area.c pulc/src/area.h \
+	pulc/src/psk_client.c pulc/src/psk_client.h \
+	pulc/src/hal.c pulc/src/hal.h \
+	pulc/src/init.c pulc/include/pulc.h kmod/psport_abi.h
+pulc_libpulc_la_CPPFLAGS = $(PULC_CPPFLAGS)
+pulc_libpulc_la_LIBADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread
+
+bin_PROGRAMS += pulc/psid/psid pulc/tools/psinfo
+pulc_psid_psid_SOURCES = pulc/psid/psid.c pulc/src/area.c pulc/src/area.h
+pulc_psid_psid_CPPFLAGS = $(PULC_CPPFLAGS)
+pulc_psid_psid_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread
+
+pulc_tools_psinfo_SOURCES = pulc/tools/psinfo.c
+pulc_tools_psinfo_CPPFLAGS = $(PULC_CPPFLAGS)
+pulc_tools_psinfo_LDADD = pulc/libpulc.la
+
+EXTRA_DIST += pulc/README.md
+
+# The psid tests' client (test/integration/psid-basic), once announcing ABI version 99.
+check_PROGRAMS += test/unit/pulc_attach_client test/unit/pulc_attach_client_abi99
+test_unit_pulc_attach_client_SOURCES = test/unit/pulc_attach_client.c
+test_unit_pulc_attach_client_CPPFLAGS = $(PULC_CPPFLAGS)
+test_unit_pulc_attach_client_LDADD = pulc/libpulc.la
+test_unit_pulc_attach_client_LDFLAGS = -no-install
+test_unit_pulc_attach_client_abi99_SOURCES = test/unit/pulc_attach_client.c
+test_unit_pulc_attach_client_abi99_CPPFLAGS = $(PULC_CPPFLAGS) -DPULC_TEST_ABI_VERSION=99
+test_unit_pulc_attach_client_abi99_LDADD = pulc/libpulc.la
+test_unit_pulc_attach_client_abi99_LDFLAGS = -no-install

@@ -1,0 +1,695 @@
+/*
+ * psid — the node's NIC provider (kmod/psport_abi.h, pulc/README.md).
+ *
+ * At start: format the NIC image in a memfd, open the link, create the message area.  Then a
+ * single-threaded poll loop serves the UNIX socket (INFO, ATTACH with SCM_RIGHTS, DETACH,
+ * MAP) and reclaims the context of every client whose connection closes; the NIC thread runs
+ * the firmware whenever no client has polled for PSP_NIC_IDLE_US.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "area.h"
+#include "link.h"
+#include "log.h"
+#include "mcp.h"
+#include "mcp_env.h"
+#include "mcp_host.h"
+#include "psport_abi.h"
+#include "settings.h"
+
+#define PROG        "psid"
+#define MAX_CONNS   1024
+#define NIC_TICK_NS 200000ull
+
+struct client {
+    int fd;
+    pid_t pid;
+    uid_t uid;
+    int ctx; /* attached context or -1 */
+    uint32_t generation;
+};
+
+static struct psid {
+    const char *sock_path;
+    const char *pidfile;
+    uint16_t node;
+    struct psp_nodes nodes;
+    const char *link_kind;
+    struct lanai_link *link;
+    struct mcp_image *img;
+    size_t img_size;
+    int img_fd;
+    struct pulc_area *area;
+    int area_fd;
+    struct mcp_nic nic;
+    uint64_t idle_ns;
+    uint64_t max_clients;
+    const char *users;
+    int listen_fd;
+    int pid_fd;
+    int own_pidfile, own_socket; /* created by this process: removed at exit */
+    struct client conn[MAX_CONNS];
+    unsigned nconn;
+    volatile int stop_nic;
+} S;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: " PROG " [OPTIONS]\n"
+            "The psport NIC provider of this node: formats the NIC image, opens the link and\n"
+            "hands both to local PULC processes over a UNIX socket.\n\n"
+            "  -f, --foreground     do not daemonize (log to stderr)\n"
+            "  -P, --pidfile PATH   pid file (default /run/psport/psid.pid); a live psid\n"
+            "                       holding it makes this one refuse to start\n"
+            "  -n, --node ID        this node's id (default PSP_NODE_ID = %s)\n"
+            "  -N, --nodes FILE     nodes file (default PSP_NODES_FILE; none: a single-node\n"
+            "                       cluster on 127.0.0.1)\n"
+            "  -s, --socket PATH    socket clients connect to (default PSP_PSID_SOCKET = %s)\n"
+            "  -h, --help           show this help\n"
+            "Settings: psinfo -c lists every PSP_* variable (link, firmware, psid).\n",
+            psp_setting_str("PSP_NODE_ID"), psp_setting_str("PSP_PSID_SOCKET"));
+}
+
+static void usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, PROG ": ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry '" PROG " --help'.\n");
+    exit(2);
+}
+
+/* mkdir -p of path's directory (best effort; bind/open report what fails). */
+static void make_parent(const char *path)
+{
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s", path);
+    char *slash = strrchr(d, '/');
+    if (!slash || slash == d)
+        return;
+    *slash = '\0';
+    for (char *p = d + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        (void)mkdir(d, 0755);
+        *p = '/';
+    }
+    (void)mkdir(d, 0755);
+}
+
+/* Take the pid file (flock); exits when another live psid holds it. */
+static void take_pidfile(void)
+{
+    make_parent(S.pidfile);
+    int fd = open(S.pidfile, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        psp_die("cannot open the pid file %s: %s (choose another with --pidfile)", S.pidfile,
+                strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char buf[32] = "";
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        long pid = strtol(buf, NULL, 10);
+        psp_die("another psid (pid %ld) is running with pid file %s: stop it first (kill %ld) "
+                "or give this one another --pidfile and --socket",
+                pid, S.pidfile, pid);
+    }
+    S.pid_fd = fd;
+    S.own_pidfile = 1;
+}
+
+/* On any exit of this process: remove what it created (not the daemon's parent: _exit). */
+static void remove_files(void)
+{
+    if (S.own_socket)
+        unlink(S.sock_path);
+    if (S.own_pidfile)
+        unlink(S.pidfile);
+}
+
+static void write_pidfile(void)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(S.pid_fd, 0) != 0 || pwrite(S.pid_fd, buf, (size_t)n, 0) != n)
+        psp_die("cannot write the pid file %s: %s", S.pidfile, strerror(errno));
+}
+
+static void open_socket(void)
+{
+    struct sockaddr_un sa;
+    if (strlen(S.sock_path) >= sizeof sa.sun_path)
+        psp_die("socket path %s is too long (at most %zu bytes): choose a shorter --socket",
+                S.sock_path, sizeof sa.sun_path - 1);
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, S.sock_path);
+    make_parent(S.sock_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        psp_die("cannot create a UNIX socket: %s", strerror(errno));
+    /* A socket file nobody listens on is a leftover of a psid that died: replace it. */
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0)
+        psp_die("another psid already serves %s: stop it first or choose another --socket",
+                S.sock_path);
+    if (probe >= 0)
+        close(probe);
+    (void)unlink(S.sock_path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        psp_die("cannot bind %s: %s", S.sock_path, strerror(errno));
+    /* Anybody may connect; ATTACH checks the user (PSP_PSID_USERS). */
+    (void)chmod(S.sock_path, 0666);
+    if (listen(fd, 64) != 0)
+        psp_die("cannot listen on %s: %s", S.sock_path, strerror(errno));
+    S.listen_fd = fd;
+    S.own_socket = 1;
+}
+
+static uint64_t setting_u64(const char *name, uint64_t min, uint64_t max)
+{
+    char err[256];
+    uint64_t v;
+    if (psp_setting_u64(name, min, max, &v, err, sizeof err))
+        psp_die("%s", err);
+    return v;
+}
+
+/* Format the image in a memfd, open the link, create the area. Exits on failure. */
+static void setup_nic(const char *nodes_file)
+{
+    char err[512] = "";
+    uint16_t port = (uint16_t)setting_u64("PSP_UDP_PORT", 1, 65534);
+    if (nodes_file && *nodes_file) {
+        if (psp_nodes_load(nodes_file, port, &S.nodes, err, sizeof err))
+            psp_die("nodes file %s: %s", nodes_file, err);
+    } else {
+        psp_nodes_single(&S.nodes, port);
+    }
+    if (S.node >= S.nodes.count || !S.nodes.node[S.node].present)
+        psp_die("node %u is not in the nodes file %s: give --node ID of a listed node", S.node,
+                nodes_file && *nodes_file ? nodes_file : "(single node 0 on 127.0.0.1)");
+
+    struct mcp_link_params lp;
+    memset(&lp, 0, sizeof lp);
+    lp.node = S.node;
+    lp.nodes = &S.nodes;
+    const char *ifname = psp_setting_str("PSP_LINK_IF");
+    if (!*ifname && S.nodes.node[S.node].ifname[0])
+        ifname = S.nodes.node[S.node].ifname;
+    lp.ifname = *ifname ? ifname : NULL;
+    lp.fd = -1;
+    if (mcp_fault_from_settings(&lp.fault, err, sizeof err))
+        psp_die("%s", err);
+    S.link_kind = psp_setting_str("PSP_LINK");
+    S.link = mcp_link_open(S.link_kind, &lp, err, sizeof err);
+    if (!S.link)
+        psp_die("cannot open the %s link of node %u: %s", S.link_kind, S.node, err);
+
+    struct mcp_config cfg;
+    if (mcp_config_from_settings(&cfg, S.node, S.link->max_frame, err, sizeof err))
+        psp_die("%s", err);
+    size_t size = mcp_image_size(&cfg);
+    if (!size)
+        psp_die("the firmware configuration is invalid (see psinfo -c)");
+    size = (size + 4095) / 4096 * 4096;
+    S.img_fd = memfd_create("psport-nic", MFD_CLOEXEC);
+    if (S.img_fd < 0 || ftruncate(S.img_fd, (off_t)size) != 0)
+        psp_die("cannot create the NIC image (%zu bytes): %s", size, strerror(errno));
+    S.img = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, S.img_fd, 0);
+    if (S.img == MAP_FAILED)
+        psp_die("cannot map the NIC image: %s", strerror(errno));
+    S.img_size = size;
+    int rc = mcp_image_format(S.img, size, &cfg);
+    if (rc)
+        psp_die("cannot format the NIC image: %s", strerror(-rc));
+    mcp_nic_init(&S.nic, S.img, S.link);
+
+    S.area =
+        pulc_area_create(&S.nodes, S.link_kind, lp.ifname, &lp.fault, &S.area_fd, err, sizeof err);
+    if (!S.area)
+        psp_die("%s", err);
+}
+
+static void daemonize(void)
+{
+    pid_t p = fork();
+    if (p < 0)
+        psp_die("cannot fork: %s", strerror(errno));
+    if (p > 0)
+        _exit(0);
+    setsid();
+    int nul = open("/dev/null", O_RDWR);
+    if (nul >= 0) {
+        dup2(nul, 0);
+        dup2(nul, 1);
+        if (nul > 2)
+            close(nul);
+    }
+    if (chdir("/") != 0)
+        PSP_WARN("cannot change to /: %s", strerror(errno));
+}
+
+/* ---- the NIC thread ---- */
+
+static void *nic_thread(void *arg)
+{
+    (void)arg;
+    struct timespec tick = {0, (long)NIC_TICK_NS};
+    while (!__atomic_load_n(&S.stop_nic, __ATOMIC_RELAXED)) {
+        nanosleep(&tick, NULL);
+        uint64_t now = mcp_now_ns();
+        uint64_t last = __atomic_load_n(&S.area->last_poll_ns, __ATOMIC_RELAXED);
+        if (now - last < S.idle_ns)
+            continue;
+        if (pulc_nic_lock(S.area)) {
+            PSP_ERROR("the NIC lock is not recoverable: the NIC thread stops");
+            break;
+        }
+        now = mcp_now_ns();
+        mcp_poll(&S.nic, now);
+        pulc_area_polled(S.area, now);
+        pulc_nic_unlock(S.area);
+    }
+    return NULL;
+}
+
+/* ---- clients ---- */
+
+static unsigned attached_clients(void)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < S.nconn; i++)
+        n += S.conn[i].ctx >= 0;
+    return n;
+}
+
+static unsigned contexts_used(void)
+{
+    unsigned n = 0;
+    for (unsigned c = 0; c < S.img->cfg.contexts; c++)
+        n += MCP_LOAD_ACQ(&mcp_ctx(S.img, c)->state) != MCP_CTX_FREE;
+    return n;
+}
+
+static int reply(struct client *c, uint32_t op, int32_t status, const void *data, uint32_t len,
+                 const int *fds, int nfds)
+{
+    struct psk_msg m = {PSK_MSG_MAGIC, PSK_ABI_VERSION, op, status, len, 0};
+    struct iovec iov[2] = {{&m, sizeof m}, {(void *)data, len}};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int) * 3)];
+    } cbuf;
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = iov;
+    mh.msg_iovlen = len ? 2 : 1;
+    if (nfds > 0) {
+        memset(&cbuf, 0, sizeof cbuf);
+        mh.msg_control = cbuf.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
+        ch->cmsg_level = SOL_SOCKET;
+        ch->cmsg_type = SCM_RIGHTS;
+        ch->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(ch), fds, sizeof(int) * (size_t)nfds);
+    }
+    ssize_t want = (ssize_t)(sizeof m + len);
+    ssize_t r = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    return r == want ? 0 : -1;
+}
+
+static int reply_error(struct client *c, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int reply_error(struct client *c, int err, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    PSP_WARN("refused pid %ld (uid %ld): %s", (long)c->pid, (long)c->uid, text);
+    return reply(c, PSK_OP_ERROR, -err, text, (uint32_t)strlen(text) + 1, NULL, 0);
+}
+
+static const char *user_name(uid_t uid, char *buf, size_t n)
+{
+    struct passwd *pw = getpwuid(uid);
+    snprintf(buf, n, "%s", pw ? pw->pw_name : "?");
+    return buf;
+}
+
+/* Whether uid may attach: root always, else PSP_PSID_USERS empty or naming it. */
+static int user_allowed(uid_t uid)
+{
+    if (uid == 0 || !*S.users)
+        return 1;
+    char list[1024];
+    snprintf(list, sizeof list, "%s", S.users);
+    char *save = NULL;
+    for (char *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        char *end;
+        unsigned long v = strtoul(t, &end, 10);
+        if (*t && !*end) {
+            if ((uid_t)v == uid)
+                return 1;
+            continue;
+        }
+        struct passwd *pw = getpwnam(t);
+        if (pw && pw->pw_uid == uid)
+            return 1;
+    }
+    return 0;
+}
+
+static void fill_info(struct psk_info *in)
+{
+    memset(in, 0, sizeof *in);
+    in->abi_version = PSK_ABI_VERSION;
+    in->mcp_abi_version = MCP_ABI_VERSION;
+    in->provider = PSK_PROVIDER_PSID;
+    in->flags = PSK_INFO_HOST_POLL;
+    in->image_size = S.img_size;
+    in->area_size = S.area->size;
+    in->node_id = S.node;
+    in->max_nodes = S.img->cfg.max_nodes;
+    in->contexts = S.img->cfg.contexts;
+    in->contexts_used = (psk_u16)contexts_used();
+    in->slot_size = mcp_max_payload(S.img);
+    in->max_clients = (psk_u32)S.max_clients;
+    snprintf(in->link_kind, sizeof in->link_kind, "%s", S.link_kind);
+}
+
+static int check_user(struct client *c)
+{
+    if (user_allowed(c->uid))
+        return 0;
+    char nb[64];
+    return reply_error(c, EACCES,
+                       "user %s (uid %ld) may not use psport on node %u: psid allows only '%s' "
+                       "(PSP_PSID_USERS); ask the administrator to add the user",
+                       user_name(c->uid, nb, sizeof nb), (long)c->uid, S.node, S.users) < 0
+               ? -1
+               : 1;
+}
+
+static int do_attach(struct client *c, const struct psk_msg *m, const void *payload)
+{
+    struct psk_attach at;
+    if (m->len < sizeof at)
+        return reply_error(c, EINVAL, "ATTACH needs struct psk_attach (%zu bytes), got %u",
+                           sizeof at, m->len);
+    memcpy(&at, payload, sizeof at);
+    if (at.abi_version != PSK_ABI_VERSION || m->abi_version != PSK_ABI_VERSION)
+        return reply_error(c, EPROTO,
+                           "client ABI version %u, psid speaks %u: rebuild the client against "
+                           "this psport",
+                           at.abi_version != PSK_ABI_VERSION ? at.abi_version : m->abi_version,
+                           PSK_ABI_VERSION);
+    int u = check_user(c);
+    if (u)
+        return u < 0 ? -1 : 0;
+    if (c->ctx >= 0)
+        return reply_error(c, EBUSY, "this connection is already attached (context %d)", c->ctx);
+    if (attached_clients() >= S.max_clients)
+        return reply_error(c, EUSERS,
+                           "psid on node %u serves at most %llu client processes "
+                           "(PSP_PSID_MAX_CLIENTS) and all are in use: wait or raise the limit",
+                           S.node, (unsigned long long)S.max_clients);
+    int ctx = mcp_ctx_attach(S.img, (uint32_t)c->pid);
+    if (ctx < 0)
+        return reply_error(c, EBUSY,
+                           "all %u NIC contexts of node %u are in use: start psid with a larger "
+                           "PSP_CONTEXTS",
+                           S.img->cfg.contexts, S.node);
+    c->ctx = ctx;
+    c->generation = mcp_ctx(S.img, (unsigned)ctx)->generation;
+    at.context = ctx;
+    at.generation = c->generation;
+    int fds[3] = {S.img_fd, mcp_link_fd(S.link), S.area_fd};
+    PSP_INFO("pid %ld (uid %ld) attached: context %d generation %u", (long)c->pid, (long)c->uid,
+             ctx, c->generation);
+    return reply(c, PSK_OP_ATTACH, 0, &at, sizeof at, fds, 3);
+}
+
+static void detach_client(struct client *c, const char *why)
+{
+    if (c->ctx < 0)
+        return;
+    mcp_ctx_detach(S.img, (unsigned)c->ctx);
+    psp_log(strcmp(why, "client detached") ? PSP_LOG_WARN : PSP_LOG_INFO,
+            "pid %ld: context %d detached (%s)", (long)c->pid, c->ctx, why);
+    c->ctx = -1;
+}
+
+static int do_map(struct client *c)
+{
+    int u = check_user(c);
+    if (u)
+        return u < 0 ? -1 : 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", S.img_fd);
+    int ro = open(path, O_RDONLY | O_CLOEXEC);
+    if (ro < 0)
+        return reply_error(c, errno, "cannot reopen the NIC image read-only: %s", strerror(errno));
+    struct psk_info in;
+    fill_info(&in);
+    int rc = reply(c, PSK_OP_MAP, 0, &in, sizeof in, &ro, 1);
+    close(ro);
+    return rc;
+}
+
+/* Read exactly n bytes from a client (blocking with a timeout). 0 or -1. */
+static int client_read(struct client *c, void *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = recv(c->fd, (char *)buf + done, n - done, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+/* Serve one request. Returns -1 when the connection is to be closed. */
+static int serve(struct client *c)
+{
+    struct psk_msg m;
+    if (client_read(c, &m, sizeof m))
+        return -1;
+    if (m.magic != PSK_MSG_MAGIC || m.len > 4096) {
+        PSP_WARN("pid %ld sent a malformed request (magic 0x%08x, %u bytes): closing", (long)c->pid,
+                 m.magic, m.len);
+        return -1;
+    }
+    char payload[4096];
+    if (m.len && client_read(c, payload, m.len))
+        return -1;
+    switch (m.op) {
+    case PSK_OP_INFO: {
+        struct psk_info in;
+        fill_info(&in);
+        return reply(c, PSK_OP_INFO, 0, &in, sizeof in, NULL, 0);
+    }
+    case PSK_OP_ATTACH:
+        return do_attach(c, &m, payload);
+    case PSK_OP_DETACH: {
+        struct psk_attach at;
+        memset(&at, 0, sizeof at);
+        memcpy(&at, payload, m.len < sizeof at ? m.len : sizeof at);
+        if (m.len < sizeof at || c->ctx < 0 || at.context != c->ctx)
+            return reply_error(c, EINVAL, "DETACH of a context this connection does not hold");
+        detach_client(c, "client detached");
+        return reply(c, PSK_OP_DETACH, 0, NULL, 0, NULL, 0);
+    }
+    case PSK_OP_MAP:
+        return do_map(c);
+    default:
+        return reply_error(c, EOPNOTSUPP, "unknown operation %u (psid speaks ABI version %u)", m.op,
+                           PSK_ABI_VERSION);
+    }
+}
+
+static void accept_clients(void)
+{
+    for (;;) {
+        int fd = accept4(S.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        struct ucred cr;
+        socklen_t cl = sizeof cr;
+        if (S.nconn >= MAX_CONNS || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) {
+            PSP_WARN("connection refused: %s",
+                     S.nconn >= MAX_CONNS ? "too many connections" : strerror(errno));
+            close(fd);
+            continue;
+        }
+        struct timeval tv = {1, 0};
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        S.conn[S.nconn++] = (struct client){fd, cr.pid, cr.uid, -1, 0};
+        PSP_DEBUG_LOG("connection from pid %ld (uid %ld)", (long)cr.pid, (long)cr.uid);
+    }
+}
+
+static void drop_client(unsigned i)
+{
+    struct client *c = &S.conn[i];
+    detach_client(c, "connection closed: the client exited or was killed; context reclaimed");
+    close(c->fd);
+    S.conn[i] = S.conn[--S.nconn];
+}
+
+static void serve_loop(int sig_fd)
+{
+    static struct pollfd pf[MAX_CONNS + 2];
+    for (;;) {
+        pf[0] = (struct pollfd){sig_fd, POLLIN, 0};
+        pf[1] = (struct pollfd){S.listen_fd, POLLIN, 0};
+        unsigned n = S.nconn;
+        for (unsigned i = 0; i < n; i++)
+            pf[2 + i] = (struct pollfd){S.conn[i].fd, POLLIN, 0};
+        int r = poll(pf, n + 2, -1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            psp_die("poll: %s", strerror(errno));
+        if (pf[0].revents) {
+            struct signalfd_siginfo si;
+            if (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+                PSP_INFO("signal %u: shutting down", si.ssi_signo);
+                return;
+            }
+        }
+        /* Clients from the back, so dropping one (moving the last into its place) is safe. */
+        for (unsigned i = n; i-- > 0;) {
+            if (!pf[2 + i].revents)
+                continue;
+            if (serve(&S.conn[i]) < 0)
+                drop_client(i);
+        }
+        if (pf[1].revents)
+            accept_clients();
+    }
+}
+
+int main(int argc, char **argv)
+{
+    psp_log_init(PROG);
+    static const struct option lo[] = {{"foreground", no_argument, NULL, 'f'},
+                                       {"pidfile", required_argument, NULL, 'P'},
+                                       {"node", required_argument, NULL, 'n'},
+                                       {"nodes", required_argument, NULL, 'N'},
+                                       {"socket", required_argument, NULL, 's'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+    int foreground = 0;
+    const char *nodes_file = psp_setting_str("PSP_NODES_FILE");
+    const char *node_text = NULL;
+    S.pidfile = "/run/psport/psid.pid";
+    S.sock_path = psp_setting_str("PSP_PSID_SOCKET");
+    int o;
+    while ((o = getopt_long(argc, argv, "fP:n:N:s:h", lo, NULL)) != -1) {
+        switch (o) {
+        case 'f':
+            foreground = 1;
+            break;
+        case 'P':
+            S.pidfile = optarg;
+            break;
+        case 'n':
+            node_text = optarg;
+            break;
+        case 'N':
+            nodes_file = optarg;
+            break;
+        case 's':
+            S.sock_path = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage_error("%s", "bad option");
+        }
+    }
+    if (optind < argc)
+        usage_error("unexpected argument '%s'", argv[optind]);
+    uint64_t v;
+    if (node_text) {
+        if (psp_parse_u64(node_text, 0, PSP_NODES_MAX - 1, &v))
+            usage_error("--node wants a node id 0..1023, not '%s'", node_text);
+        S.node = (uint16_t)v;
+    } else {
+        S.node = (uint16_t)setting_u64("PSP_NODE_ID", 0, PSP_NODES_MAX - 1);
+    }
+    S.max_clients = setting_u64("PSP_PSID_MAX_CLIENTS", 1, MAX_CONNS);
+    S.idle_ns = setting_u64("PSP_NIC_IDLE_US", 0, 10000000) * 1000;
+    S.users = psp_setting_str("PSP_PSID_USERS");
+
+    take_pidfile();
+    atexit(remove_files);
+    setup_nic(nodes_file);
+    open_socket();
+    if (!foreground)
+        daemonize();
+    write_pidfile();
+
+    sigset_t ss;
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGTERM);
+    sigaddset(&ss, SIGINT);
+    sigaddset(&ss, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &ss, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int sig_fd = signalfd(-1, &ss, SFD_CLOEXEC);
+    if (sig_fd < 0)
+        psp_die("signalfd: %s", strerror(errno));
+
+    pthread_t nt;
+    int rc = pthread_create(&nt, NULL, nic_thread, NULL);
+    if (rc)
+        psp_die("cannot start the NIC thread: %s", strerror(rc));
+    PSP_INFO("node %u ready: %s link, %u contexts, %u-byte slots, socket %s, pid %ld", S.node,
+             S.link_kind, S.img->cfg.contexts, mcp_max_payload(S.img), S.sock_path, (long)getpid());
+
+    serve_loop(sig_fd);
+
+    __atomic_store_n(&S.stop_nic, 1, __ATOMIC_RELAXED);
+    pthread_join(nt, NULL);
+    while (S.nconn)
+        drop_client(S.nconn - 1);
+    close(S.listen_fd);
+    remove_files();
+    S.own_socket = S.own_pidfile = 0;
+    close(S.pid_fd);
+    lanai_close(S.link);
+    pulc_area_unmap(S.area);
+    munmap(S.img, S.img_size);
+    PSP_INFO("stopped");
+    return 0;
+}

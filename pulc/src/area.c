@@ -1,0 +1,130 @@
+/*
+ * area.c — create, map and check the message area; the NIC lock.
+ */
+#include "area.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static size_t area_bytes(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t p = page > 0 ? (size_t)page : 4096;
+    return (sizeof(struct pulc_area) + p - 1) / p * p;
+}
+
+struct pulc_area *pulc_area_create(const struct psp_nodes *nodes, const char *link_kind,
+                                   const char *link_if, const struct mcp_fault_cfg *fault, int *fd,
+                                   char *err, size_t errlen)
+{
+    size_t size = area_bytes();
+    int mfd = memfd_create("psport-area", MFD_CLOEXEC);
+    if (mfd < 0) {
+        psp_set_err(err, errlen, "cannot create the message area (memfd_create): %s",
+                    strerror(errno));
+        return NULL;
+    }
+    if (ftruncate(mfd, (off_t)size) != 0) {
+        psp_set_err(err, errlen, "cannot size the message area to %zu bytes: %s", size,
+                    strerror(errno));
+        close(mfd);
+        return NULL;
+    }
+    struct pulc_area *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (a == MAP_FAILED) {
+        psp_set_err(err, errlen, "cannot map the message area: %s", strerror(errno));
+        close(mfd);
+        return NULL;
+    }
+    memset(a, 0, size);
+    a->magic = PULC_AREA_MAGIC;
+    a->version = PULC_AREA_VERSION;
+    a->size = size;
+    a->psid_pid = (int32_t)getpid();
+    snprintf(a->link_kind, sizeof a->link_kind, "%s", link_kind ? link_kind : "");
+    snprintf(a->link_if, sizeof a->link_if, "%s", link_if ? link_if : "");
+    a->nodes = *nodes;
+    if (fault)
+        a->fault = *fault;
+
+    pthread_mutexattr_t at;
+    int rc = pthread_mutexattr_init(&at);
+    if (!rc)
+        rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+    if (!rc)
+        rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
+    if (!rc)
+        rc = pthread_mutex_init(&a->nic_lock, &at);
+    pthread_mutexattr_destroy(&at);
+    if (rc) {
+        psp_set_err(err, errlen, "cannot initialise the NIC lock: %s", strerror(rc));
+        munmap(a, size);
+        close(mfd);
+        return NULL;
+    }
+    *fd = mfd;
+    return a;
+}
+
+struct pulc_area *pulc_area_map(int fd, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        psp_set_err(err, errlen, "cannot stat the message area: %s", strerror(errno));
+        return NULL;
+    }
+    if ((size_t)st.st_size < sizeof(struct pulc_area)) {
+        psp_set_err(err, errlen,
+                    "the message area has %lld bytes, this library needs %zu: psid and "
+                    "libpulc come from different psport builds",
+                    (long long)st.st_size, sizeof(struct pulc_area));
+        return NULL;
+    }
+    size_t size = (size_t)st.st_size;
+    struct pulc_area *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (a == MAP_FAILED) {
+        psp_set_err(err, errlen, "cannot map the message area: %s", strerror(errno));
+        return NULL;
+    }
+    if (a->magic != PULC_AREA_MAGIC || a->version != PULC_AREA_VERSION || a->size != size) {
+        psp_set_err(err, errlen,
+                    "the message area is version %u (magic 0x%08x), this library speaks "
+                    "version %u: rebuild the client against this psport",
+                    a->version, a->magic, PULC_AREA_VERSION);
+        munmap(a, size);
+        return NULL;
+    }
+    return a;
+}
+
+void pulc_area_unmap(struct pulc_area *a)
+{
+    if (a)
+        munmap(a, a->size);
+}
+
+int pulc_nic_lock(struct pulc_area *a)
+{
+    int rc = pthread_mutex_lock(&a->nic_lock);
+    if (rc == EOWNERDEAD) {
+        /* The holder died inside a firmware pass.  The firmware keeps its state consistent
+         * at every store of a slot state; the image repair (pulc/README.md) comes with the
+         * area's queues. */
+        uint64_t n = __atomic_add_fetch(&a->lock_recoveries, 1, __ATOMIC_RELAXED);
+        PSP_WARN("the NIC lock holder died: lock taken over (recovery %llu)",
+                 (unsigned long long)n);
+        rc = pthread_mutex_consistent(&a->nic_lock);
+    }
+    return -rc;
+}
+
+void pulc_nic_unlock(struct pulc_area *a)
+{
+    pthread_mutex_unlock(&a->nic_lock);
+}

@@ -1,0 +1,187 @@
+/*
+ * hal.c — attach through psid, map, NIC lock, send a fragment, poll.
+ */
+#include "hal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "link.h"
+#include "log.h"
+#include "mcp_env.h"
+#include "psk_client.h"
+
+static void hal_clear(struct pulc_hal *h)
+{
+    memset(h, 0, sizeof *h);
+    h->sock = -1;
+    h->ctx = -1;
+}
+
+static void close_fds(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+}
+
+int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, char *err,
+                    size_t errlen)
+{
+    hal_clear(h);
+    int fds[3] = {-1, -1, -1};
+    int rc = pulc_psk_connect(sock_path, err, errlen);
+    if (rc < 0)
+        return rc;
+    h->sock = rc;
+    rc = pulc_psk_call(h->sock, PSK_OP_INFO, abi, NULL, 0, &h->info, sizeof h->info, NULL, NULL, 0,
+                       err, errlen);
+    if (rc)
+        goto fail;
+    struct psk_attach at = {abi, -1, 0, 0};
+    rc = pulc_psk_call(h->sock, PSK_OP_ATTACH, abi, &at, sizeof at, &at, sizeof at, NULL, fds, 3,
+                       err, errlen);
+    if (rc)
+        goto fail;
+    h->ctx = at.context;
+    h->generation = at.generation;
+    if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
+        psp_set_err(err, errlen, "psid's reply to ATTACH lacks its descriptors");
+        rc = -EPROTO;
+        goto fail;
+    }
+
+    struct stat st;
+    if (fstat(fds[0], &st) != 0 || (uint64_t)st.st_size != h->info.image_size) {
+        psp_set_err(err, errlen, "the NIC image psid passed is not the size INFO announced");
+        rc = -EPROTO;
+        goto fail;
+    }
+    h->img_size = (size_t)st.st_size;
+    void *m = mmap(NULL, h->img_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    if (m == MAP_FAILED) {
+        rc = -errno;
+        psp_set_err(err, errlen, "cannot map the NIC image: %s", strerror(-rc));
+        goto fail;
+    }
+    h->img = m;
+    uint32_t found = 0;
+    if (mcp_image_check(h->img, h->img_size, &found)) {
+        psp_set_err(err, errlen,
+                    "the NIC image is firmware ABI version %u, this library speaks %u: rebuild "
+                    "the client against this psport",
+                    found, MCP_ABI_VERSION);
+        rc = -EPROTO;
+        goto fail;
+    }
+    h->area = pulc_area_map(fds[2], err, errlen);
+    if (!h->area) {
+        rc = -EPROTO;
+        goto fail;
+    }
+
+    struct mcp_link_params lp;
+    memset(&lp, 0, sizeof lp);
+    lp.node = h->info.node_id;
+    lp.nodes = &h->area->nodes;
+    lp.ifname = h->area->link_if[0] ? h->area->link_if : NULL;
+    lp.fd = fds[1];
+    /* psid's fault injection applies to every executor; a generator of its own per context. */
+    lp.fault = h->area->fault;
+    lp.fault.seed ^= 0x9e3779b97f4a7c15ull * (uint64_t)(h->ctx + 1);
+    char lerr[256] = "";
+    h->link = mcp_link_open(h->area->link_kind, &lp, lerr, sizeof lerr);
+    if (!h->link) {
+        psp_set_err(err, errlen, "cannot open the %s link on psid's socket: %s", h->area->link_kind,
+                    lerr);
+        rc = -EIO;
+        goto fail;
+    }
+    fds[1] = -1; /* the link owns it */
+    close_fds(fds, 3);
+    mcp_nic_init(&h->nic, h->img, h->link);
+    return 0;
+
+fail:
+    close_fds(fds, 3);
+    pulc_hal_detach(h);
+    return rc;
+}
+
+void pulc_hal_detach(struct pulc_hal *h)
+{
+    if (h->ctx >= 0 && h->sock >= 0) {
+        struct psk_attach at = {PSK_ABI_VERSION, h->ctx, h->generation, 0};
+        char err[256];
+        int fds[1];
+        if (pulc_psk_call(h->sock, PSK_OP_DETACH, PSK_ABI_VERSION, &at, sizeof at, NULL, 0, NULL,
+                          fds, 0, err, sizeof err))
+            PSP_WARN("detach: %s", err);
+    }
+    if (h->link)
+        lanai_close(h->link);
+    if (h->img)
+        munmap(h->img, h->img_size);
+    pulc_area_unmap(h->area);
+    if (h->sock >= 0)
+        close(h->sock);
+    hal_clear(h);
+}
+
+int pulc_hal_poll(struct pulc_hal *h)
+{
+    int rc = pulc_nic_lock(h->area);
+    if (rc)
+        return rc;
+    uint64_t now = mcp_now_ns();
+    rc = mcp_poll(&h->nic, now);
+    pulc_area_polled(h->area, now);
+    pulc_nic_unlock(h->area);
+    return rc;
+}
+
+uint32_t pulc_hal_max_payload(const struct pulc_hal *h)
+{
+    return mcp_max_payload(h->img);
+}
+
+int pulc_hal_send_fragment(struct pulc_hal *h, uint16_t dst, const void *data, uint32_t len,
+                           uint32_t cookie)
+{
+    for (;;) {
+        int rc = mcp_send(h->img, (unsigned)h->ctx, dst, data, len, cookie);
+        if (rc != -EAGAIN)
+            return rc;
+        rc = pulc_hal_poll(h);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            sched_yield();
+    }
+}
+
+uint32_t pulc_hal_send_busy(struct pulc_hal *h)
+{
+    return mcp_send_busy(h->img, (unsigned)h->ctx);
+}
+
+int pulc_hal_send_error(struct pulc_hal *h, struct mcp_send_error *e)
+{
+    return mcp_errq_pop(h->img, (unsigned)h->ctx, e);
+}
+
+int pulc_hal_recv_peek(struct pulc_hal *h, struct mcp_rx_desc *d)
+{
+    return mcp_recv_peek(h->img, d);
+}
+
+void pulc_hal_recv_done(struct pulc_hal *h)
+{
+    mcp_recv_done(h->img);
+}

@@ -1,0 +1,80 @@
+/*
+ * hal.h — the hardware abstraction of libpulc: the only code that touches NIC memory.
+ *
+ * Attach through psid (kmod/psport_abi.h), map the image and the message area, open the link
+ * on the socket psid passed, and run the firmware here (host-driven executor) under the NIC
+ * lock.
+ */
+#ifndef PSPORT_PULC_HAL_H
+#define PSPORT_PULC_HAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "area.h"
+#include "lanai.h"
+#include "mcp.h"
+#include "mcp_host.h"
+#include "psport_abi.h"
+
+struct pulc_hal {
+    int sock;              /* connection to psid (kept open: closing it detaches) */
+    struct mcp_image *img; /* the NIC image, mapped read-write */
+    size_t img_size;
+    struct pulc_area *area;  /* the message area */
+    struct lanai_link *link; /* our instance of psid's link socket */
+    struct mcp_nic nic;      /* executor handle for mcp_poll() */
+    int ctx;                 /* our context, -1 when detached */
+    uint32_t generation;
+    struct psk_info info; /* what psid said the NIC is */
+};
+
+/*
+ * Attach h through psid at sock_path, announcing ABI version abi (PSK_ABI_VERSION; tests
+ * pass others).  Returns 0 or a negative errno with the message in err (psid's text when it
+ * refused).  On failure h holds nothing.
+ */
+int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, char *err,
+                    size_t errlen);
+
+/* Detach: tell psid, close the link, unmap, close the connection. Safe on a detached h. */
+void pulc_hal_detach(struct pulc_hal *h);
+
+/* One firmware pass under the NIC lock; records the pass in the area. Returns mcp_poll()'s
+ * work count or a negative errno when the lock cannot be taken. */
+int pulc_hal_poll(struct pulc_hal *h);
+
+/*
+ * Send one fragment (len <= pulc_hal_max_payload()) to node dst through our context: copied
+ * into a send slot (PIO) and posted.  While the ring is full the firmware is run here.
+ * Returns 0, -EMSGSIZE or a negative errno from pulc_hal_poll().
+ */
+int pulc_hal_send_fragment(struct pulc_hal *h, uint16_t dst, const void *data, uint32_t len,
+                           uint32_t cookie);
+
+/* Largest fragment payload. */
+uint32_t pulc_hal_max_payload(const struct pulc_hal *h);
+
+/* Send slots of our context not yet acknowledged (0: everything delivered or failed). */
+uint32_t pulc_hal_send_busy(struct pulc_hal *h);
+
+/* Take the oldest failed send of our context: 1 and *e filled, or 0. */
+int pulc_hal_send_error(struct pulc_hal *h, struct mcp_send_error *e);
+
+/*
+ * The oldest frame in the node's host receive queue without taking it: 1 and *d filled (data
+ * points into the image, valid until pulc_hal_recv_done()), or 0.  One consumer per node at a
+ * time (the message area will serialise consumers; for now it is the caller's business).
+ */
+int pulc_hal_recv_peek(struct pulc_hal *h, struct mcp_rx_desc *d);
+
+/* Release the frame of the last pulc_hal_recv_peek(). */
+void pulc_hal_recv_done(struct pulc_hal *h);
+
+/* The process's HAL, attached by PSP_Init() (ctx -1 before). */
+struct pulc_hal *pulc_hal_self(void);
+
+/* PSP_Init() with the ABI version to announce (PSK_ABI_VERSION; tests announce others). */
+int pulc_init_abi(uint32_t abi);
+
+#endif
