@@ -48,6 +48,8 @@ static const struct psp_setting table[] = {
     {"PSP_PSID_USERS",       "",       "psid", "users who may attach (names/uids); empty = any"},
     {"PSP_PSID_MAX_CLIENTS", "64",     "psid", "largest number of attached client processes"},
     {"PSP_NIC_IDLE_US",      "500",    "psid", "psid polls the NIC after this long unpolled"},
+    {"PSP_SPIN_US",          "50",     "pulc", "waiting: poll this long before yielding"},
+    {"PSP_YIELD_US",         "2000",   "pulc", "waiting: then poll and yield this long before sleeping"},
 };
 /* clang-format on */
 

@@ -282,14 +282,10 @@ static void *nic_thread(void *arg)
         uint64_t last = __atomic_load_n(&S.area->last_poll_ns, __ATOMIC_RELAXED);
         if (now - last < S.idle_ns)
             continue;
-        if (pulc_nic_lock(S.area)) {
+        if (pulc_nic_pass(S.area, &S.nic) < 0) {
             PSP_ERROR("the NIC lock is not recoverable: the NIC thread stops");
             break;
         }
-        now = mcp_now_ns();
-        mcp_poll(&S.nic, now);
-        pulc_area_polled(S.area, now);
-        pulc_nic_unlock(S.area);
     }
     return NULL;
 }

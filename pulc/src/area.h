@@ -15,7 +15,7 @@
 #include "nodes.h"
 
 #define PULC_AREA_MAGIC   0x41434c50u /* "PLCA" */
-#define PULC_AREA_VERSION 1u
+#define PULC_AREA_VERSION 2u
 
 struct pulc_area {
     uint32_t magic;
@@ -23,8 +23,10 @@ struct pulc_area {
     uint64_t size;    /* bytes of the whole area */
     int32_t psid_pid; /* the provider that created it */
     uint32_t pad0;
-    uint64_t last_poll_ns;      /* atomic: mcp_now_ns() of the last firmware pass (any executor) */
-    uint64_t lock_recoveries;   /* atomic: NIC locks taken over from a dead holder */
+    uint64_t last_poll_ns;    /* atomic: mcp_now_ns() of the last firmware pass (any executor) */
+    uint64_t lock_recoveries; /* atomic: NIC locks taken over from a dead holder */
+    uint32_t sleepers;        /* atomic: processes asleep on the image's rx_event */
+    uint32_t pad_sleepers;
     char link_kind[8];          /* the link psid opened ("udp", "eth") */
     char link_if[16];           /* its interface (eth) or "" */
     struct mcp_fault_cfg fault; /* faults psid's link injects; every executor's link does too */
@@ -59,6 +61,16 @@ void pulc_area_unmap(struct pulc_area *a);
  * (or another negative errno) when the lock cannot be taken.
  */
 int pulc_nic_lock(struct pulc_area *a);
+
+struct mcp_nic;
+
+/*
+ * One firmware pass of nic under the NIC lock: mcp_poll() now, the pass recorded in the
+ * area, and, if it delivered frames while processes sleep in pulc_hal_wait_rx(), a futex wake
+ * on the image's rx_event.  Every executor (clients, psid's NIC thread) passes through here.
+ * Returns mcp_poll()'s work count or a negative errno when the lock cannot be taken.
+ */
+int pulc_nic_pass(struct pulc_area *a, struct mcp_nic *nic);
 
 /* Release the NIC lock. */
 void pulc_nic_unlock(struct pulc_area *a);

@@ -4,16 +4,20 @@
 #include "hal.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "link.h"
 #include "log.h"
 #include "mcp_env.h"
 #include "psk_client.h"
+#include "settings.h"
 
 static void hal_clear(struct pulc_hal *h)
 {
@@ -136,14 +140,51 @@ void pulc_hal_detach(struct pulc_hal *h)
 
 int pulc_hal_poll(struct pulc_hal *h)
 {
-    int rc = pulc_nic_lock(h->area);
-    if (rc)
-        return rc;
-    uint64_t now = mcp_now_ns();
-    rc = mcp_poll(&h->nic, now);
-    pulc_area_polled(h->area, now);
-    pulc_nic_unlock(h->area);
-    return rc;
+    return pulc_nic_pass(h->area, &h->nic);
+}
+
+int pulc_hal_wait_rx(struct pulc_hal *h, int timeout_ms)
+{
+    uint64_t spin_us = 50, yield_us = 2000;
+    uint64_t t0 = mcp_now_ns(), now = t0;
+    uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000u;
+    uint32_t *event = &h->img->rx_event;
+    struct mcp_rx_desc d;
+    int rc;
+
+    char err[160];
+    if (psp_setting_u64("PSP_SPIN_US", 0, 10000000, &spin_us, err, sizeof err) ||
+        psp_setting_u64("PSP_YIELD_US", 0, 10000000, &yield_us, err, sizeof err)) {
+        PSP_ERROR("%s", err);
+        return -EINVAL;
+    }
+    for (;;) {
+        if (pulc_hal_recv_peek(h, &d))
+            return 1;
+        if (now >= end)
+            return 0;
+        uint64_t waited_us = (now - t0) / 1000u;
+        if (waited_us < spin_us + yield_us) { /* spin, then yield: wake-ups cost ~38 us here */
+            if ((rc = pulc_hal_poll(h)) < 0)
+                return rc;
+            if (waited_us >= spin_us)
+                sched_yield();
+        } else { /* sleep until a pass delivers (psid's NIC thread runs the firmware) */
+            uint32_t seen = __atomic_load_n(event, __ATOMIC_ACQUIRE);
+            if (pulc_hal_recv_peek(h, &d))
+                return 1;
+            uint64_t left = end - now, slice = 1000000000u; /* safety net: re-check every 1 s */
+            if (left < slice)
+                slice = left;
+            struct timespec ts = {(time_t)(slice / 1000000000u), (long)(slice % 1000000000u)};
+            __atomic_add_fetch(&h->area->sleepers, 1, __ATOMIC_SEQ_CST);
+            syscall(SYS_futex, event, FUTEX_WAIT, seen, &ts, NULL, 0);
+            __atomic_sub_fetch(&h->area->sleepers, 1, __ATOMIC_SEQ_CST);
+            if ((rc = pulc_hal_poll(h)) < 0)
+                return rc;
+        }
+        now = mcp_now_ns();
+    }
 }
 
 uint32_t pulc_hal_max_payload(const struct pulc_hal *h)

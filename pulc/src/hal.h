@@ -52,6 +52,15 @@ int pulc_hal_poll(struct pulc_hal *h);
 int pulc_hal_send_fragment(struct pulc_hal *h, uint16_t dst, const void *data, uint32_t len,
                            uint32_t cookie);
 
+/*
+ * Wait until the node's host receive queue holds a frame, at most timeout_ms (-1: no limit),
+ * co-scheduling style: run the firmware for PSP_SPIN_US, then run it and yield the core for
+ * PSP_YIELD_US, then sleep on the image's rx_event until a pass delivers (psid's NIC thread
+ * keeps the firmware going while everyone sleeps).  Returns 1 (a frame waits), 0 (timeout)
+ * or a negative errno.
+ */
+int pulc_hal_wait_rx(struct pulc_hal *h, int timeout_ms);
+
 /* Largest fragment payload. */
 uint32_t pulc_hal_max_payload(const struct pulc_hal *h);
 

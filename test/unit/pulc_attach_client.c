@@ -6,6 +6,8 @@
  *   pulc_attach_client send DST N SIZE      send N frames of SIZE bytes to node DST through
  *                                           the HAL and wait until all are acknowledged
  *   pulc_attach_client recv SRC N SIZE      receive N frames from node SRC and verify them
+ *   pulc_attach_client waitrecv SRC N SIZE  the same, waiting with pulc_hal_wait_rx (spin,
+ *                                           yield, sleep); prints its CPU and wall time
  *   pulc_attach_client lockdie              attach, take the NIC lock and die holding it
  * Frame i carries bytes (i * 131 + k * 7 + 1) & 0xff, its index in the first 4 bytes.
  * Built a second time with -DPULC_TEST_ABI_VERSION=99 to announce a foreign ABI version.
@@ -16,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,6 +106,52 @@ static int do_recv(struct pulc_hal *h, uint8_t *want, uint16_t src, uint32_t n, 
     return 0;
 }
 
+/*
+ * Like do_recv, but waiting the co-scheduling way (pulc_hal_wait_rx) instead of spinning, for
+ * frames from several sends (each frame is checked against the index it carries), and
+ * reporting the CPU time the wait cost: "cpu MS wall MS".
+ */
+static int do_waitrecv(struct pulc_hal *h, uint8_t *want, uint16_t src, uint32_t n, uint32_t size)
+{
+    struct timespec w0, w1;
+    struct rusage r0, r1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    getrusage(RUSAGE_SELF, &r0);
+    for (uint32_t got = 0; got < n; got++) {
+        int rc = pulc_hal_wait_rx(h, 30000);
+        if (rc <= 0) {
+            fprintf(stderr, "received %u of %u frames: %s\n", got, n,
+                    rc == 0 ? "nothing for 30 s" : strerror(-rc));
+            return 1;
+        }
+        struct mcp_rx_desc d;
+        pulc_hal_recv_peek(h, &d);
+        uint32_t idx = 0;
+        if (d.len >= 4)
+            memcpy(&idx, d.data, 4);
+        fill(want, idx, size);
+        if (d.src != src || d.len != size || memcmp(d.data, want, size) != 0) {
+            fprintf(stderr, "frame %u: from node %u, %u bytes, index %u: %s\n", got, d.src, d.len,
+                    idx,
+                    d.src != src || d.len != size ? "wrong source or length" : "content differs");
+            return 1;
+        }
+        pulc_hal_recv_done(h);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    getrusage(RUSAGE_SELF, &r1);
+    double wall = (double)(w1.tv_sec - w0.tv_sec) * 1e3 + (double)(w1.tv_nsec - w0.tv_nsec) / 1e6;
+    double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec -
+                          r0.ru_stime.tv_sec) *
+                     1e3 +
+                 (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec -
+                          r0.ru_stime.tv_usec) /
+                     1e3;
+    printf("received %u frames of %u bytes from node %u: content verified; cpu %.0f wall %.0f\n", n,
+           size, src, cpu, wall);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -131,7 +181,8 @@ int main(int argc, char **argv)
         printf("holding the NIC lock: %d\n", rc);
         fflush(stdout);
         kill(getpid(), SIGKILL);
-    } else if (argc == 5 && (!strcmp(argv[1], "send") || !strcmp(argv[1], "recv"))) {
+    } else if (argc == 5 && (!strcmp(argv[1], "send") || !strcmp(argv[1], "recv") ||
+                             !strcmp(argv[1], "waitrecv"))) {
         uint16_t node = (uint16_t)atoi(argv[2]);
         uint32_t n = (uint32_t)atoi(argv[3]), size = (uint32_t)atoi(argv[4]);
         if (size > pulc_hal_max_payload(h) || size < 4) {
@@ -145,7 +196,8 @@ int main(int argc, char **argv)
             else if (argv[1][0] == 's')
                 ret = do_send(h, buf, node, n, size);
             else
-                ret = do_recv(h, buf, node, n, size);
+                ret = !strcmp(argv[1], "waitrecv") ? do_waitrecv(h, buf, node, n, size)
+                                                   : do_recv(h, buf, node, n, size);
             free(buf);
         }
     } else {
