@@ -351,14 +351,21 @@ static void usage(FILE *f)
             "error.\n");
 }
 
+/* "mcp-pp: <message>" on stderr. */
+static void vmessage(const char *fmt, va_list ap)
+{
+    fprintf(stderr, PROG ": ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+}
+
+/* A bad command line: message, usage, exit 2. */
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vmessage(fmt, ap);
     va_end(ap);
     usage(stderr);
     exit(EXIT_USAGE);
@@ -370,9 +377,7 @@ static void config_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vmessage(fmt, ap);
     va_end(ap);
     exit(EXIT_USAGE);
 }
@@ -383,9 +388,7 @@ static void fail_exit(const char *fmt, ...)
     va_list ap;
     fflush(stdout);
     va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vmessage(fmt, ap);
     va_end(ap);
     exit(EXIT_FAIL);
 }
