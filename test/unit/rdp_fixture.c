@@ -82,6 +82,24 @@ void cfg_default(struct mcp_config *c)
     c->seed = 0x7ab1e1;
 }
 
+void cfg_traffic(struct mcp_config *c, uint16_t nodes)
+{
+    mcp_config_default(c, 0);
+    c->max_nodes = nodes;
+    c->contexts = 1;
+    c->send_slots = 64;
+    c->recv_slots = 64;
+    c->hostq_slots = 64;
+    c->window = 8;
+    c->slot_size = 256;
+    c->rto_us = 200;
+    c->rto_max_us = 3200;
+    c->ack_delay_us = 10;
+    c->nack_interval_us = 50;
+    c->nobuf_backoff_us = 20;
+    c->peer_timeout_ms = 60000; /* the runs are far shorter in virtual time */
+}
+
 struct mcp_image *image_new(const struct mcp_config *c)
 {
     size_t sz = mcp_image_size(c);

@@ -79,6 +79,10 @@ struct fx {
 /* The fixture's configuration: 4 nodes, 2 contexts x 16 send slots, 16 receive slots, ... */
 void cfg_default(struct mcp_config *c);
 
+/* The configuration of the traffic tests (soak, edge cases): nodes NICs with 64-slot rings,
+ * 256-byte slots, window 8 and timers scaled for virtual time; node id 0. */
+void cfg_traffic(struct mcp_config *c, uint16_t nodes);
+
 /* A formatted image (64-byte aligned, malloc'd) or NULL. */
 struct mcp_image *image_new(const struct mcp_config *c);
 

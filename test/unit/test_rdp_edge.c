@@ -18,20 +18,7 @@
 static struct mcp_config edge_cfg(void)
 {
     struct mcp_config c;
-    mcp_config_default(&c, 0);
-    c.max_nodes = 2;
-    c.contexts = 1;
-    c.send_slots = 64;
-    c.recv_slots = 64;
-    c.hostq_slots = 64;
-    c.window = 8;
-    c.slot_size = 256;
-    c.rto_us = 200;
-    c.rto_max_us = 3200;
-    c.ack_delay_us = 10;
-    c.nack_interval_us = 50;
-    c.nobuf_backoff_us = 20;
-    c.peer_timeout_ms = 60000;
+    cfg_traffic(&c, 2);
     return c;
 }
 
@@ -40,17 +27,8 @@ static void inject_ctrl_to(struct mcp_sim_net *net, uint8_t type, uint32_t scid,
                            uint8_t seq)
 {
     uint8_t b[MCP_WIRE_HDR];
-    struct mcp_wire_hdr h = {.magic = MCP_WIRE_MAGIC,
-                             .version = MCP_WIRE_VERSION,
-                             .type = type,
-                             .src_node = PEER,
-                             .dst_node = DUT,
-                             .src_cid = scid,
-                             .dst_cid = dcid,
-                             .seq = seq};
-    mcp_wire_put(b, &h);
-    mcp_wire_seal(b, MCP_WIRE_HDR);
-    CHECK_OK(mcp_sim_inject(net, DUT, b, MCP_WIRE_HDR));
+    uint32_t len = build(b, type, scid, dcid, seq, 0, 0, 0, 0);
+    CHECK_OK(mcp_sim_inject(net, DUT, b, len));
 }
 
 /* ---- (a) sequence wraps -------------------------------------------------------------------- */

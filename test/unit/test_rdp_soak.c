@@ -68,21 +68,8 @@ static int soak_run_t(struct soak *s, const char *name, struct mcp_fault_cfg *f,
                       int one_way, const struct tweak *tw)
 {
     struct mcp_config c;
-    mcp_config_default(&c, 0);
-    c.max_nodes = SOAK_NODES;
-    c.contexts = 1;
-    c.send_slots = 64;
-    c.recv_slots = 64;
-    c.hostq_slots = 64;
-    c.window = 8;
-    c.slot_size = 256;
-    c.rto_us = 200;
-    c.rto_max_us = 3200;
-    c.ack_delay_us = 10;
-    c.nack_interval_us = 50;
-    c.nobuf_backoff_us = 20;
-    c.peer_timeout_ms = 60000; /* the runs are far shorter in virtual time */
-    seed = th_seed(seed);      /* TEST_SEED overrides: it seeds the faults and the NICs */
+    cfg_traffic(&c, SOAK_NODES);
+    seed = th_seed(seed); /* TEST_SEED overrides: it seeds the faults and the NICs */
     c.seed = seed * 7919u + 1;
     if (tw && tw->window)
         c.window = tw->window;
