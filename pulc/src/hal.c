@@ -40,6 +40,12 @@ int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, cha
 {
     hal_clear(h);
     int fds[3] = {-1, -1, -1};
+    uint64_t spin_us, yield_us;
+    if (psp_setting_u64("PSP_SPIN_US", 0, 10000000, &spin_us, err, errlen) ||
+        psp_setting_u64("PSP_YIELD_US", 0, 10000000, &yield_us, err, errlen))
+        return -EINVAL;
+    h->spin_ns = spin_us * 1000u;
+    h->yield_ns = yield_us * 1000u;
     int rc = pulc_psk_connect(sock_path, err, errlen);
     if (rc < 0)
         return rc;
@@ -145,29 +151,22 @@ int pulc_hal_poll(struct pulc_hal *h)
 
 int pulc_hal_wait_rx(struct pulc_hal *h, int timeout_ms)
 {
-    uint64_t spin_us = 50, yield_us = 2000;
     uint64_t t0 = mcp_now_ns(), now = t0;
     uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000u;
     uint32_t *event = &h->img->rx_event;
     struct mcp_rx_desc d;
     int rc;
 
-    char err[160];
-    if (psp_setting_u64("PSP_SPIN_US", 0, 10000000, &spin_us, err, sizeof err) ||
-        psp_setting_u64("PSP_YIELD_US", 0, 10000000, &yield_us, err, sizeof err)) {
-        PSP_ERROR("%s", err);
-        return -EINVAL;
-    }
     for (;;) {
         if (pulc_hal_recv_peek(h, &d))
             return 1;
         if (now >= end)
             return 0;
-        uint64_t waited_us = (now - t0) / 1000u;
-        if (waited_us < spin_us + yield_us) { /* spin, then yield: wake-ups cost ~38 us here */
+        uint64_t waited = now - t0;
+        if (waited < h->spin_ns + h->yield_ns) { /* spin, then yield: wake-ups cost ~38 us here */
             if ((rc = pulc_hal_poll(h)) < 0)
                 return rc;
-            if (waited_us >= spin_us)
+            if (waited >= h->spin_ns)
                 sched_yield();
         } else { /* sleep until a pass delivers (psid's NIC thread runs the firmware) */
             uint32_t seen = __atomic_load_n(event, __ATOMIC_ACQUIRE);

@@ -27,6 +27,8 @@ struct pulc_hal {
     int ctx;                 /* our context, -1 when detached */
     uint32_t generation;
     struct psk_info info; /* what psid said the NIC is */
+    uint64_t spin_ns;     /* waiting: PSP_SPIN_US, read at attach */
+    uint64_t yield_ns;    /* waiting: PSP_YIELD_US, read at attach */
 };
 
 /*
