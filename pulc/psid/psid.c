@@ -214,9 +214,8 @@ static void setup_nic(const char *nodes_file)
     memset(&lp, 0, sizeof lp);
     lp.node = S.node;
     lp.nodes = &S.nodes;
+    /* Empty: the link takes the nodes file's interface, else the one with this node's MAC. */
     const char *ifname = psp_setting_str("PSP_LINK_IF");
-    if (!*ifname && S.nodes.node[S.node].ifname[0])
-        ifname = S.nodes.node[S.node].ifname;
     lp.ifname = *ifname ? ifname : NULL;
     lp.fd = -1;
     if (mcp_fault_from_settings(&lp.fault, err, sizeof err))
