@@ -145,11 +145,12 @@ int pulc_nic_pass(struct pulc_area *a, struct mcp_nic *nic)
     rc = mcp_poll(nic, now);
     pulc_area_polled(a, now);
     pulc_nic_unlock(a);
+    if (__atomic_load_n(event, __ATOMIC_ACQUIRE) == before)
+        return rc; /* nothing delivered: nobody to wake, no fence on the idle path */
     /* Pairs with the sleeper's increment of sleepers before its futex wait: either we see
      * it and wake, or its wait finds rx_event changed and returns at once. */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(event, __ATOMIC_ACQUIRE) != before &&
-        __atomic_load_n(&a->sleepers, __ATOMIC_SEQ_CST))
+    if (__atomic_load_n(&a->sleepers, __ATOMIC_SEQ_CST))
         syscall(SYS_futex, event, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     return rc;
 }
