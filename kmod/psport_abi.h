@@ -98,9 +98,9 @@ enum psk_op {
     PSK_OP_INFO = 1,   /* request: no payload; reply: struct psk_info */
     PSK_OP_ATTACH = 2, /* request: struct psk_attach; reply: struct psk_attach + fds */
     PSK_OP_DETACH = 3, /* request: struct psk_attach (context); reply: empty */
-    PSK_OP_MAP = 4,    /* request: no payload; reply: struct psk_info + one read-only
-                          descriptor of the image (no context: psinfo's counters and
-                          context table) */
+    PSK_OP_MAP = 4,    /* request: no payload; reply: struct psk_info + read-only
+                          descriptors of the image and of the message area (no context:
+                          psinfo's counters, contexts, ports and area usage) */
     PSK_OP_ERROR = 15,
 };
 

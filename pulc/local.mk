@@ -5,7 +5,10 @@ PULC_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/pulc/include -I$(top_srcdir)/pulc
 lib_LTLIBRARIES += pulc/libpulc.la
 include_HEADERS = pulc/include/pulc.h
 pulc_libpulc_la_SOURCES = \
-	pulc/src/area.c pulc/src/area.h \
+	pulc/src/area.c pulc/src/area.h pulc/src/marea.c pulc/src/marea.h \
+	pulc/src/proto.c pulc/src/proto.h pulc/src/port.c pulc/src/pulc_int.h \
+	pulc/src/stream.c \
+	pulc/src/raw_rx.c pulc/src/rawdata.c \
 	pulc/src/psk_client.c pulc/src/psk_client.h \
 	pulc/src/hal.c pulc/src/hal.h \
 	pulc/src/init.c pulc/include/pulc.h kmod/psport_abi.h
@@ -13,7 +16,8 @@ pulc_libpulc_la_CPPFLAGS = $(PULC_CPPFLAGS)
 pulc_libpulc_la_LIBADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread
 
 bin_PROGRAMS += pulc/psid/psid pulc/tools/psinfo
-pulc_psid_psid_SOURCES = pulc/psid/psid.c pulc/src/area.c pulc/src/area.h
+pulc_psid_psid_SOURCES = pulc/psid/psid.c pulc/src/area.c pulc/src/area.h pulc/src/marea.c \
+	pulc/src/marea.h pulc/src/proto.c pulc/src/proto.h pulc/src/raw_rx.c
 pulc_psid_psid_CPPFLAGS = $(PULC_CPPFLAGS)
 pulc_psid_psid_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread
 
@@ -33,3 +37,31 @@ test_unit_pulc_attach_client_abi99_SOURCES = test/unit/pulc_attach_client.c
 test_unit_pulc_attach_client_abi99_CPPFLAGS = $(PULC_CPPFLAGS) -DPULC_TEST_ABI_VERSION=99
 test_unit_pulc_attach_client_abi99_LDADD = pulc/libpulc.la
 test_unit_pulc_attach_client_abi99_LDFLAGS = -no-install
+
+# Port-D tests against a running psid (test/integration/pulc-ports).
+check_PROGRAMS += test/unit/test_pulc_portd
+test_unit_test_pulc_portd_SOURCES = test/unit/test_pulc_portd.c test/harness.h
+test_unit_test_pulc_portd_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
+test_unit_test_pulc_portd_LDADD = pulc/libpulc.la
+test_unit_test_pulc_portd_LDFLAGS = -no-install
+
+# Port-S and port-M stream tests against a running psid (like test_pulc_portd).
+check_PROGRAMS += test/unit/test_pulc_streams
+test_unit_test_pulc_streams_SOURCES = test/unit/test_pulc_streams.c test/harness.h
+test_unit_test_pulc_streams_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
+test_unit_test_pulc_streams_LDADD = pulc/libpulc.la
+test_unit_test_pulc_streams_LDFLAGS = -no-install
+
+# Traffic programs of the all-to-all and kill tests (test/integration/pulc-alltoall, pulc-kill).
+check_PROGRAMS += test/unit/pulc_stress
+test_unit_pulc_stress_SOURCES = test/unit/pulc_stress.c
+test_unit_pulc_stress_CPPFLAGS = $(PULC_CPPFLAGS)
+test_unit_pulc_stress_LDADD = pulc/libpulc.la
+test_unit_pulc_stress_LDFLAGS = -no-install
+
+# pulc-pp: the PULC benchmark (HAL and port-D, inter- and intra-node; seed table 3 style),
+# tested by test/integration/pulc-pp.
+bin_PROGRAMS += pulc/tools/pulc-pp
+pulc_tools_pulc_pp_SOURCES = pulc/tools/pulc-pp.c
+pulc_tools_pulc_pp_CPPFLAGS = $(PULC_CPPFLAGS)
+pulc_tools_pulc_pp_LDADD = pulc/libpulc.la -lm

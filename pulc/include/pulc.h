@@ -1,12 +1,17 @@
 /*
  * pulc.h — ParaStation User-Level Communication, the public API (PSP_*).
  *
- * This first slice: attach the process to the node's NIC through psid and detach again.
- * Ports and messages follow (pulc/README.md).  Functions return 0 or a negative errno;
- * PSP_StrError() says what went wrong and what to do.
+ * Attach the process to the node's NIC through psid, open ports, send and receive messages.
+ * Functions return 0 or a negative errno; PSP_StrError() says what went wrong and what to do.
+ *
+ * Threads: libpulc is for one thread per process (or calls serialised by the caller).
+ * Ownership: a buffer handed to PSP_ISend/PSP_IReceive belongs to the library until the
+ * request completes; the request structure too.
  */
 #ifndef PSPORT_PULC_H
 #define PSPORT_PULC_H
+
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,6 +37,226 @@ int PSP_GetNodeID(void);
  * the next call into the library.
  */
 const char *PSP_StrError(int err);
+
+/* ---- ports ---- */
+
+#define PSP_PORT_D  1 /* datagrams: reliable, ordered per sender, message boundaries kept */
+#define PSP_PORT_S  2 /* one byte stream per port (the first peer that writes or is written) */
+#define PSP_PORT_M  3 /* byte streams, one per sender, read with the sender's id */
+#define PSP_ANYPORT 0 /* PSP_OpenPort: pick a free port number */
+
+/* A port's cluster-wide id: node << 16 | port number. */
+typedef uint32_t PSP_PortId;
+#define PSP_PORTID(node, number) ((PSP_PortId)(node) << 16 | (uint16_t)(number))
+#define PSP_PORTID_NODE(id)      ((uint16_t)((id) >> 16))
+#define PSP_PORTID_NUMBER(id)    ((uint16_t)(id))
+
+typedef struct PSP_Port PSP_Port;
+
+/*
+ * Open port number (or PSP_ANYPORT) of kind (PSP_PORT_D/S/M) on this node; PSP_Init() first
+ * if not attached.  *port is the library's until PSP_ClosePort().  Errors: -EADDRINUSE,
+ * -EINVAL (number or kind), -ENOSPC (all ports taken), those of PSP_Init().
+ */
+int PSP_OpenPort(int number, int kind, PSP_Port **port);
+
+/* Close a port: pending requests complete with -ECANCELED, queued messages are dropped. */
+int PSP_ClosePort(PSP_Port *port);
+
+/* The port's id (what senders address). */
+PSP_PortId PSP_GetPortId(const PSP_Port *port);
+
+/*
+ * The asynchronous error of the port, and clear it: 0, or a negative errno reported by a
+ * receiver after the send completed (-ECONNREFUSED: no such port there; -EPROTOTYPE: a port
+ * of another kind) or by the NIC (-ETIMEDOUT: the node stopped answering).  *about gets the
+ * port id that reported it (may be NULL).
+ */
+int PSP_GetPortError(PSP_Port *port, PSP_PortId *about);
+
+/* ---- port-D messages ---- */
+
+/* What an accept callback sees of a queued message. */
+typedef struct PSP_MsgInfo {
+    PSP_PortId src;      /* the sender's port */
+    uint32_t len;        /* payload bytes as sent */
+    uint16_t xlen;       /* extra header bytes */
+    const void *xheader; /* the extra header, valid during the callback */
+} PSP_MsgInfo;
+
+/* Accept callback of PSP_IReceive: nonzero takes the message.  It must not call PSP_*. */
+typedef int (*PSP_AcceptFn)(const PSP_MsgInfo *msg, void *arg);
+
+/* A request: allocated by the caller, filled by the library; results valid once complete. */
+typedef struct PSP_Request {
+    int error;       /* 0, or a negative errno: -EMSGSIZE truncated, -ECANCELED, -ECONNRESET .. */
+    PSP_PortId src;  /* receive: the sender */
+    uint32_t len;    /* receive: payload bytes as sent; send: bytes */
+    uint32_t copied; /* receive: payload bytes stored (min(len, buffer)) */
+    uint16_t xlen;   /* receive: extra header bytes as sent (stored up to the buffer size) */
+    uint16_t p_kind; /* private to the library from here on */
+    int p_state;
+    struct PSP_Request *p_next, *p_prev;
+    PSP_Port *p_port;
+    const void *p_sbuf;
+    void *p_rbuf;
+    const void *p_xhdr;
+    void *p_xbuf;
+    uint32_t p_buflen, p_xmax, p_off, p_msg_id, p_msg;
+    PSP_PortId p_dest;
+    PSP_AcceptFn p_accept;
+    void *p_arg;
+} PSP_Request;
+
+/*
+ * Send len bytes of buf with an extra header (xlen <= 256 bytes, may be 0) to port dest.
+ * Completes when the data is handed to the NIC or to the receiver (local): buf may be
+ * reused then.  Errors found at once are returned (-EHOSTUNREACH no such node,
+ * -ECONNREFUSED / -EPROTOTYPE for a local port); later ones through PSP_GetPortError().
+ */
+int PSP_ISend(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen, const void *buf,
+              uint32_t len, PSP_Request *req);
+
+/*
+ * Post a receive: the first queued (or later arriving) message accept() takes — in arrival
+ * order, skipping those it refuses; accept NULL takes any — is copied to buf (len bytes at
+ * most; longer messages complete with -EMSGSIZE and copied = len) and its extra header to
+ * xbuf (xmax bytes at most).  Receives are matched in the order they were posted.
+ */
+int PSP_IReceive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t len,
+                 PSP_AcceptFn accept, void *arg, PSP_Request *req);
+
+/* Make progress once; 1 if req is complete, else 0. */
+int PSP_Test(PSP_Request *req);
+
+/*
+ * Wait for req at most timeout_ms (-1: no limit), spinning, yielding, then sleeping
+ * (PSP_SPIN_US, PSP_YIELD_US).  Returns req->error, or -ETIMEDOUT (req still pending).
+ */
+int PSP_Wait(PSP_Request *req, int timeout_ms);
+
+/* Cancel a posted receive not yet matched: 0 (req->error = -ECANCELED), else -EBUSY. */
+int PSP_Cancel(PSP_Request *req);
+
+/* Blocking forms of PSP_ISend and PSP_IReceive (+ PSP_Wait without limit). */
+int PSP_Send(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen, const void *buf,
+             uint32_t len);
+int PSP_Receive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t len,
+                PSP_AcceptFn accept, void *arg, PSP_Request *req);
+
+/*
+ * Look for a queued message accept() takes without taking it: 1 and *info filled (xheader
+ * NULL), or 0.  Makes progress once.
+ */
+int PSP_IProbe(PSP_Port *port, PSP_AcceptFn accept, void *arg, PSP_MsgInfo *info);
+
+/* Run the library's progress once (NIC, host queue, pending sends and receives). */
+int PSP_Progress(void);
+
+/* ---- port-S and port-M streams (stream.c) ---- */
+
+/*
+ * Byte streams over ports of kind PSP_PORT_S (one stream per port) and PSP_PORT_M (one
+ * stream per sender).  A write is one message; a read returns bytes of one stream in write
+ * order, across write boundaries (the bytes of consecutive writes join), each byte exactly
+ * once.  Reads take the data out of the message area; a partly read write keeps its rest
+ * for the next read.  Writes to a port of another kind fail with -EPROTOTYPE (local: at
+ * once; remote: later, through PSP_GetPortError of the writing port).
+ *
+ * A write returns once its data is handed over: to the NIC (remote), into the message area
+ * (local), or — a local write above PSP_LOCAL_DIRECT bytes — once the reader has copied all
+ * of it from the writer's buffer (like a full pipe: two processes that write such blocks to
+ * each other before reading wait for each other forever).
+ *
+ * A reader that finds part of a stream lost (the writer died or restarted in the middle of a
+ * write) returns the bytes before the gap, then -ECONNRESET once, then later data.
+ */
+
+/*
+ * Port-S: write len bytes of buf (the caller's; reusable on return) to port dest, as one
+ * message.  The port's first successful write fixes its stream peer (unless a peer's data
+ * came first, see PSP_SRead); a write to any other port is refused with -EISCONN.  Returns 0
+ * or a negative errno: -EPROTOTYPE (port is not PSP_PORT_S, or dest is a local port of
+ * another kind), -ECONNREFUSED (no such local port, or a large local write refused because
+ * the destination port-S has another peer), -EHOSTUNREACH, -EISCONN, -EINVAL.  A 0-byte
+ * write sends nothing and does not fix the peer.  Refusals by a remote port, or of small
+ * local writes, arrive later through PSP_GetPortError (-ECONNREFUSED, -EPROTOTYPE).
+ */
+int PSP_SWrite(PSP_Port *port, PSP_PortId dest, const void *buf, uint32_t len);
+
+/*
+ * Port-S: read up to len (>= 1) bytes of the port's stream into buf (the caller's).  Waits
+ * at most timeout_ms (-1: no limit; 0: only look) until at least one byte is there, then
+ * returns as many as are there without waiting more: the byte count (> 0, never 0),
+ * -ETIMEDOUT, or a negative errno (-EPROTOTYPE not a port-S, -ECONNRESET see above, -EINVAL).
+ *
+ * The stream peer is the port the port wrote to first, or the sender of the first message
+ * found queued (arrival order) when the owner first reads or writes, whichever comes first.
+ * Data from any other sender is refused when the owner next reads (or writes to its peer):
+ * dropped, and that writer gets -ECONNREFUSED (its port error, or the result of a large
+ * local write).  A port that never reads refuses nothing.
+ */
+int PSP_SRead(PSP_Port *port, void *buf, uint32_t len, int timeout_ms);
+
+/* Port-S: 1 and *peer (may be NULL) when the port's stream peer is fixed, 0 when not yet. */
+int PSP_SGetPeer(const PSP_Port *port, PSP_PortId *peer);
+
+/*
+ * Port-M: write len bytes of buf (the caller's; reusable on return) to port dest as one
+ * message of the stream "port → dest".  port must be a PSP_PORT_M port (its id names the
+ * stream at the reader).  Returns 0 or a negative errno as PSP_SWrite (no -EISCONN: a port-M
+ * writes to anyone).  A 0-byte write sends nothing.
+ */
+int PSP_MWrite(PSP_Port *port, PSP_PortId dest, const void *buf, uint32_t len);
+
+/*
+ * Port-M: read up to len (>= 1) bytes of one sender's stream into buf: the stream whose
+ * queued data arrived first.  *src gets the sender's port id.  Waits and returns like
+ * PSP_SRead: bytes read (> 0, all from *src's stream, in its write order), -ETIMEDOUT, or a
+ * negative errno (-ECONNRESET with *src set: that stream lost data).
+ */
+int PSP_MRead(PSP_Port *port, PSP_PortId *src, void *buf, uint32_t len, int timeout_ms);
+
+/*
+ * Port-M: read up to len bytes of sender src's stream only, like PSP_MRead; other senders'
+ * data stays queued in its order.  -ETIMEDOUT when src sent nothing (more) in time.
+ */
+int PSP_MReadFrom(PSP_Port *port, PSP_PortId src, void *buf, uint32_t len, int timeout_ms);
+
+/* ---- rawdata (rawdata.c) ---- */
+
+/*
+ * A registered receive buffer, named cluster-wide: the receiver registers it on one of its
+ * ports and passes the handle to the sender (e.g. in a port-D message), who writes into it
+ * with PSP_RawSend.  Data lands in the buffer with no copy beyond the NIC's when the owner
+ * polls, one copy otherwise; on one node the sender writes it once (process_vm_writev).
+ * Writes must come in offset order from one sender at a time (a rendezvous).
+ */
+typedef struct PSP_RawHandle {
+    PSP_PortId port; /* the owner's port */
+    uint32_t index;  /* the registration in the owner's message area */
+    uint32_t nonce;  /* tells this registration from earlier ones at the same index */
+} PSP_RawHandle;
+
+/* Register len bytes at buf for rawdata on port; buf is the library's until unregistered. */
+int PSP_RawRegister(PSP_Port *port, void *buf, uint32_t len, PSP_RawHandle *handle);
+
+/* Bytes written into the registration so far (from offset 0, in order), or a negative errno. */
+int64_t PSP_RawReceived(PSP_Port *port, const PSP_RawHandle *handle);
+
+/* Wait until at least bytes have arrived in the registration: 0, -ETIMEDOUT or an error. */
+int PSP_RawWait(PSP_Port *port, const PSP_RawHandle *handle, uint32_t bytes, int timeout_ms);
+
+/* Unregister: later writes are dropped; data not yet copied is discarded. */
+int PSP_RawUnregister(PSP_Port *port, const PSP_RawHandle *handle);
+
+/*
+ * Write len bytes of buf at offset of the registration dest (from port, which must be open).
+ * Completes like PSP_ISend (buf reusable); a write past the registration's end is -EMSGSIZE,
+ * an unknown registration -ENOENT (local at once; remote: dropped and counted there).
+ */
+int PSP_RawSend(PSP_Port *port, const PSP_RawHandle *dest, uint32_t offset, const void *buf,
+                uint32_t len, PSP_Request *req);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "area.h"
+#include "marea.h"
+#include "proto.h"
 #include "link.h"
 #include "log.h"
 #include "mcp.h"
@@ -61,6 +63,7 @@ static struct psid {
     struct pulc_area *area;
     int area_fd;
     struct mcp_nic nic;
+    struct pulc_node node_view; /* what the NIC thread's drain needs */
     uint64_t idle_ns;
     uint64_t max_clients;
     const char *users;
@@ -244,10 +247,26 @@ static void setup_nic(const char *nodes_file)
         psp_die("cannot format the NIC image: %s", strerror(-rc));
     mcp_nic_init(&S.nic, S.img, S.link);
 
-    S.area =
-        pulc_area_create(&S.nodes, S.link_kind, lp.ifname, &lp.fault, &S.area_fd, err, sizeof err);
+    struct pulc_area_cfg acfg = {
+        (uint32_t)setting_u64("PSP_AREA_PORTS", 2, 65536),
+        (uint32_t)setting_u64("PSP_AREA_MESSAGES", 1, 1u << 24),
+        (uint32_t)setting_u64("PSP_AREA_FRAGMENTS", 1, 1u << 24),
+        mcp_max_payload(S.img),
+    };
+    S.area = pulc_area_create(&acfg, &S.nodes, S.link_kind, lp.ifname, &lp.fault, &S.area_fd, err,
+                              sizeof err);
     if (!S.area)
         psp_die("%s", err);
+    /* psid's own context: error notices for messages to ports that are not open, sent when
+     * the NIC thread drains the host queue. */
+    int ctx = mcp_ctx_attach(S.img, (uint32_t)getpid());
+    if (ctx < 0)
+        psp_die("cannot take a NIC context for psid: %s", strerror(-ctx));
+    S.area->psid_ctx = ctx;
+    S.node_view.area = S.area;
+    S.node_view.img = S.img;
+    S.node_view.ctx = ctx;
+    S.node_view.node_id = S.node;
 }
 
 static void daemonize(void)
@@ -285,6 +304,16 @@ static void *nic_thread(void *arg)
             PSP_ERROR("the NIC lock is not recoverable: the NIC thread stops");
             break;
         }
+        /* Everyone computes or sleeps: move what arrived into the ports (waking their
+         * owners), and take the errors of our own notices. */
+        struct mcp_rx_desc d;
+        if (mcp_recv_peek(S.img, &d) && pulc_drain(&S.node_view, UINT32_MAX) < 0) {
+            PSP_ERROR("the message area lock is not recoverable: the NIC thread stops");
+            break;
+        }
+        struct mcp_send_error e;
+        while (mcp_errq_pop(S.img, (unsigned)S.node_view.ctx, &e))
+            ;
     }
     return NULL;
 }
@@ -299,11 +328,12 @@ static unsigned attached_clients(void)
     return n;
 }
 
+/* Contexts held by clients (psid's own, for its error notices, is not counted). */
 static unsigned contexts_used(void)
 {
     unsigned n = 0;
     for (unsigned c = 0; c < S.img->cfg.contexts; c++)
-        n += MCP_LOAD_ACQ(&mcp_ctx(S.img, c)->state) != MCP_CTX_FREE;
+        n += (int)c != S.node_view.ctx && MCP_LOAD_ACQ(&mcp_ctx(S.img, c)->state) != MCP_CTX_FREE;
     return n;
 }
 
@@ -452,6 +482,27 @@ static void detach_client(struct client *c, const char *why)
 {
     if (c->ctx < 0)
         return;
+    struct pulc_abort ab[64];
+    unsigned nab = 0;
+    unsigned ports = pulc_area_reclaim(S.area, (int32_t)c->pid, ab, 64, &nab);
+    if (ports)
+        PSP_INFO("pid %ld: %u port(s) closed and their messages freed", (long)c->pid, ports);
+    /* Receivers of messages it left half sent drop them (else they would wait forever).
+     * psid's context also sends the NIC thread's error notices, under the area lock. */
+    for (unsigned k = 0; k < nab; k++) {
+        int rc = -EAGAIN;
+        for (int tries = 0; tries < 1000 && rc == -EAGAIN; tries++) {
+            if (pulc_area_lock(S.area) == 0) {
+                rc = pulc_send_abort(&S.node_view, ab[k].dest, ab[k].src_port, ab[k].msg_id);
+                pulc_area_unlock(S.area);
+            }
+            if (rc == -EAGAIN)
+                pulc_nic_pass(S.area, &S.nic);
+        }
+        if (rc)
+            PSP_WARN("pid %ld: cannot tell port %u:%u that message %u is aborted", (long)c->pid,
+                     ab[k].dest >> 16, ab[k].dest & 0xffffu, ab[k].msg_id);
+    }
     mcp_ctx_detach(S.img, (unsigned)c->ctx);
     psp_log(strcmp(why, "client detached") ? PSP_LOG_WARN : PSP_LOG_INFO,
             "pid %ld: context %d detached (%s)", (long)c->pid, c->ctx, why);
@@ -468,10 +519,19 @@ static int do_map(struct client *c)
     int ro = open(path, O_RDONLY | O_CLOEXEC);
     if (ro < 0)
         return reply_error(c, errno, "cannot reopen the NIC image read-only: %s", strerror(errno));
+    snprintf(path, sizeof path, "/proc/self/fd/%d", S.area_fd);
+    int aro = open(path, O_RDONLY | O_CLOEXEC);
+    if (aro < 0) {
+        int e = errno;
+        close(ro);
+        return reply_error(c, e, "cannot reopen the message area read-only: %s", strerror(e));
+    }
     struct psk_info in;
     fill_info(&in);
-    int rc = reply(c, PSK_OP_MAP, 0, &in, sizeof in, &ro, 1);
+    int fds[2] = {ro, aro};
+    int rc = reply(c, PSK_OP_MAP, 0, &in, sizeof in, fds, 2);
     close(ro);
+    close(aro);
     return rc;
 }
 

@@ -14,21 +14,37 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "marea.h"
 #include "mcp.h"
 #include "mcp_env.h"
 
-static size_t area_bytes(void)
+static int robust_mutex_init(pthread_mutex_t *m)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    size_t p = page > 0 ? (size_t)page : 4096;
-    return (sizeof(struct pulc_area) + p - 1) / p * p;
+    pthread_mutexattr_t at;
+    int rc = pthread_mutexattr_init(&at);
+    if (!rc)
+        rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+    if (!rc)
+        rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
+    if (!rc)
+        rc = pthread_mutex_init(m, &at);
+    pthread_mutexattr_destroy(&at);
+    return rc;
 }
 
-struct pulc_area *pulc_area_create(const struct psp_nodes *nodes, const char *link_kind,
-                                   const char *link_if, const struct mcp_fault_cfg *fault, int *fd,
-                                   char *err, size_t errlen)
+struct pulc_area *pulc_area_create(const struct pulc_area_cfg *cfg, const struct psp_nodes *nodes,
+                                   const char *link_kind, const char *link_if,
+                                   const struct mcp_fault_cfg *fault, int *fd, char *err,
+                                   size_t errlen)
 {
-    size_t size = area_bytes();
+    if (cfg->ports < 2 || cfg->ports > 65536 || !cfg->messages || !cfg->fragments ||
+        !cfg->frag_size) {
+        psp_set_err(err, errlen,
+                    "the message area needs 2..65536 ports and at least one message and "
+                    "fragment (PSP_AREA_*)");
+        return NULL;
+    }
+    size_t size = pulc_area_bytes(cfg);
     int mfd = memfd_create("psport-area", MFD_CLOEXEC);
     if (mfd < 0) {
         psp_set_err(err, errlen, "cannot create the message area (memfd_create): %s",
@@ -58,21 +74,16 @@ struct pulc_area *pulc_area_create(const struct psp_nodes *nodes, const char *li
     if (fault)
         a->fault = *fault;
 
-    pthread_mutexattr_t at;
-    int rc = pthread_mutexattr_init(&at);
+    int rc = robust_mutex_init(&a->nic_lock);
     if (!rc)
-        rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
-    if (!rc)
-        rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
-    if (!rc)
-        rc = pthread_mutex_init(&a->nic_lock, &at);
-    pthread_mutexattr_destroy(&at);
+        rc = robust_mutex_init(&a->area_lock);
     if (rc) {
-        psp_set_err(err, errlen, "cannot initialise the NIC lock: %s", strerror(rc));
+        psp_set_err(err, errlen, "cannot initialise the NIC and area locks: %s", strerror(rc));
         munmap(a, size);
         close(mfd);
         return NULL;
     }
+    pulc_area_format_tables(a, cfg);
     *fd = mfd;
     return a;
 }
@@ -114,9 +125,9 @@ void pulc_area_unmap(struct pulc_area *a)
         munmap(a, a->size);
 }
 
-int pulc_nic_lock(struct pulc_area *a)
+/* Lock result: a holder that died leaves EOWNERDEAD; take the lock over. */
+static int nic_lock_taken(struct pulc_area *a, int rc)
 {
-    int rc = pthread_mutex_lock(&a->nic_lock);
     if (rc == EOWNERDEAD) {
         /* The holder died inside a firmware pass.  The firmware keeps its state consistent
          * at every store of a slot state; the image repair (pulc/README.md) comes with the
@@ -129,6 +140,11 @@ int pulc_nic_lock(struct pulc_area *a)
     return -rc;
 }
 
+int pulc_nic_lock(struct pulc_area *a)
+{
+    return nic_lock_taken(a, pthread_mutex_lock(&a->nic_lock));
+}
+
 void pulc_nic_unlock(struct pulc_area *a)
 {
     pthread_mutex_unlock(&a->nic_lock);
@@ -136,7 +152,15 @@ void pulc_nic_unlock(struct pulc_area *a)
 
 int pulc_nic_pass(struct pulc_area *a, struct mcp_nic *nic)
 {
-    int rc = pulc_nic_lock(a);
+    return pulc_nic_pass_try(a, nic, 0);
+}
+
+int pulc_nic_pass_try(struct pulc_area *a, struct mcp_nic *nic, int try_only)
+{
+    int rc = try_only ? pthread_mutex_trylock(&a->nic_lock) : pthread_mutex_lock(&a->nic_lock);
+    if (rc == EBUSY && try_only)
+        return 0; /* another executor is running the firmware right now */
+    rc = nic_lock_taken(a, rc);
     if (rc)
         return rc;
     uint32_t *event = &nic->img->rx_event;

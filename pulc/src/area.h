@@ -1,8 +1,9 @@
 /*
  * area.h — the message area: one memfd created by psid and mapped by every PULC process of
- * the node (offsets only, no pointers).  This first version holds the header: the NIC lock (a
+ * the node (offsets only, no pointers).  The header holds the NIC lock (a
  * process-shared robust mutex), the time of the last firmware pass, psid's pid and the
- * cluster description the link needs.  Ports, fragments and queues follow (pulc/README.md).
+ * cluster description the link needs, the area lock and the offsets of the port table,
+ * message descriptors and fragments (marea.h).
  */
 #ifndef PSPORT_PULC_AREA_H
 #define PSPORT_PULC_AREA_H
@@ -15,7 +16,31 @@
 #include "nodes.h"
 
 #define PULC_AREA_MAGIC   0x41434c50u /* "PLCA" */
-#define PULC_AREA_VERSION 2u
+#define PULC_AREA_VERSION 3u
+
+/* Sizes of the area's tables (psid takes them from PSP_AREA_*; see marea.h for the tables). */
+struct pulc_area_cfg {
+    uint32_t ports;     /* port table entries (port numbers 1 .. ports-1) */
+    uint32_t messages;  /* message descriptors */
+    uint32_t fragments; /* fragment buffers */
+    uint32_t frag_size; /* bytes per fragment: one NIC frame's payload */
+};
+
+/* Counters of the area, shown by psinfo -a. */
+#define PULC_AREA_COUNTERS(X)                                                                      \
+    X(rx_frames, "frames taken from the host queue")                                               \
+    X(rx_duplicate, "fragments seen twice (after a repair) and skipped")                           \
+    X(rx_orphan, "fragments of a message that was dropped (port closed, sender reset)")            \
+    X(rx_noport, "messages for a port that is not open (sender told)")                             \
+    X(rx_malformed, "frames with a bad PULC header (dropped)")                                     \
+    X(rx_stalls, "drains stopped because messages or fragments ran out")                           \
+    X(err_sent, "error notices sent back to senders")                                              \
+    X(err_received, "error notices received for our ports")                                        \
+    X(local_msgs, "messages delivered on this node without the NIC")                               \
+    X(local_direct, "local messages copied once with process_vm_readv")                            \
+    X(aborted, "incomplete messages dropped (sender restarted or died)")                           \
+    X(reclaimed_ports, "ports of dead processes closed by psid")                                   \
+    X(area_repairs, "area lock holders that died (area rebuilt)")
 
 struct pulc_area {
     uint32_t magic;
@@ -33,18 +58,35 @@ struct pulc_area {
     uint8_t pad1[64];
     pthread_mutex_t nic_lock; /* process-shared, robust: who holds it may run mcp_poll() */
     uint8_t pad2[64];
+    pthread_mutex_t area_lock; /* process-shared, robust: guards everything below */
+    uint8_t pad3[64];
+    struct pulc_area_cfg cfg;
+    uint64_t off_ports, off_msgs, off_frags, off_frag_data; /* tables (marea.h) */
+    uint32_t msg_free, frag_free;                           /* free list heads (PULC_NONE: empty) */
+    uint32_t msgs_free, frags_free;                         /* their lengths */
+    uint64_t seq;                                           /* arrival order of messages */
+    uint32_t next_port;                                     /* where PSP_ANYPORT starts looking */
+    int32_t psid_ctx;         /* psid's own NIC context (error notices) */
+    uint64_t rx_count;        /* host queue frames released (its low 32 bits follow hostq_tail) */
+    uint32_t rx_head_applied; /* a repair found the unreleased frame applied: release it */
+    uint32_t pad4;
+#define PULC_AREA_COUNTER_FIELD(name, help) uint64_t name;
+    PULC_AREA_COUNTERS(PULC_AREA_COUNTER_FIELD)
+#undef PULC_AREA_COUNTER_FIELD
     struct psp_nodes nodes; /* the cluster description psid uses (clients open the link with it) */
 };
 
 /*
  * Create a fresh area in a new memfd (psid): header filled (nodes, link kind and interface,
- * fault injection copied), NIC lock initialised.  Returns
+ * fault injection copied), NIC and area locks initialised, the tables of cfg laid out and
+ * every message and fragment on its free list.  Returns
  * the mapping (owned by the caller, release with pulc_area_unmap()) and the memfd in *fd, or
- * NULL with a message in err.
+ * NULL with a message in err.  The memfd is sparse: untouched fragments cost no memory.
  */
-struct pulc_area *pulc_area_create(const struct psp_nodes *nodes, const char *link_kind,
-                                   const char *link_if, const struct mcp_fault_cfg *fault, int *fd,
-                                   char *err, size_t errlen);
+struct pulc_area *pulc_area_create(const struct pulc_area_cfg *cfg, const struct psp_nodes *nodes,
+                                   const char *link_kind, const char *link_if,
+                                   const struct mcp_fault_cfg *fault, int *fd, char *err,
+                                   size_t errlen);
 
 /*
  * Map the area behind fd (a client) and check magic, version and size.  The caller keeps fd.
@@ -71,6 +113,10 @@ struct mcp_nic;
  * Returns mcp_poll()'s work count or a negative errno when the lock cannot be taken.
  */
 int pulc_nic_pass(struct pulc_area *a, struct mcp_nic *nic);
+
+/* pulc_nic_pass(), but with try_only set returns 0 at once when another executor holds the
+ * NIC lock (it is running the firmware; waiting for it would only serialise pollers). */
+int pulc_nic_pass_try(struct pulc_area *a, struct mcp_nic *nic, int try_only);
 
 /* Release the NIC lock. */
 void pulc_nic_unlock(struct pulc_area *a);

@@ -1,7 +1,8 @@
 /*
  * psinfo — what the node's NIC provider is and does: version and provider (default),
- * settings (-c), NIC counters (-n), attached contexts (-p).  Reads through psid: INFO, and
- * MAP for a read-only view of the NIC image (no context is taken).
+ * settings (-c), NIC counters (-n), attached contexts and open ports (-p), the message area's
+ * usage and counters (-a).  Reads through psid: INFO, and MAP for read-only views of the NIC
+ * image and the message area (no context is taken).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,6 +14,7 @@
 
 #include "config.h"
 #include "mcp.h"
+#include "marea.h"
 #include "mcp_host.h"
 #include "psk_client.h"
 #include "psport_abi.h"
@@ -22,13 +24,16 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: " PROG " [-c | -n | -p]\n"
+    fprintf(f, "Usage: " PROG " [-c | -n | -p | -a]\n"
                "Show the psport NIC provider of this node (psid at PSP_PSID_SOCKET).\n\n"
                "  (no option)        version, provider, node, link, slot size, contexts\n"
                "  -c, --config       the PSP_* settings with their current values\n"
                "  -n, --counters     the NIC's counters\n"
-               "  -p, --processes    attached contexts: index, owner pid, generation, busy "
-               "slots\n"
+               "  -p, --processes    attached contexts (index, owner pid, generation, busy "
+               "slots)\n"
+               "                     and open ports (number, kind, owner pid, queued)\n"
+               "  -a, --area         the message area: messages and fragments in use, "
+               "counters\n"
                "  -h, --help         show this help\n");
 }
 
@@ -44,19 +49,62 @@ static const char *state_name(uint32_t s)
     }
 }
 
+/* The message area: usage of its tables and its counters (a snapshot read without its lock). */
+static void print_area(struct pulc_area *a)
+{
+    uint32_t msgs = 0, frags = 0, ports = 0;
+    pulc_area_usage(a, &msgs, &frags);
+    for (uint32_t p = 1; p < a->cfg.ports; p++)
+        ports += pulc_port_at(a, p)->state == PULC_PORT_OPEN;
+    printf("%-16s %20s  %s\n", "item", "value", "meaning");
+    printf("%-16s %20u  %s\n", "ports_open", ports, "ports open now");
+    printf("%-16s %20u  %s\n", "ports", a->cfg.ports - 1, "port numbers (PSP_AREA_PORTS - 1)");
+    printf("%-16s %20u  %s\n", "msgs_used", msgs, "message descriptors in use");
+    printf("%-16s %20u  %s\n", "msgs_free", a->msgs_free, "message descriptors on the free list");
+    printf("%-16s %20u  %s\n", "messages", a->cfg.messages,
+           "message descriptors (PSP_AREA_MESSAGES)");
+    printf("%-16s %20u  %s\n", "frags_used", frags, "fragments in use");
+    printf("%-16s %20u  %s\n", "frags_free", a->frags_free, "fragments on the free list");
+    printf("%-16s %20u  %s\n", "fragments", a->cfg.fragments, "fragments (PSP_AREA_FRAGMENTS)");
+    printf("%-16s %20u  %s\n", "frag_size", a->cfg.frag_size, "bytes per fragment");
+    printf("%-16s %20llu  %s\n", "lock_recoveries", (unsigned long long)a->lock_recoveries,
+           "NIC locks taken over from a dead holder");
+#define PRINT_COUNTER(name, help)                                                                  \
+    printf("%-16s %20llu  %s\n", #name, (unsigned long long)a->name, help);
+    PULC_AREA_COUNTERS(PRINT_COUNTER)
+#undef PRINT_COUNTER
+}
+
+/* Open ports: number, kind, owner, queued messages, totals. */
+static void print_ports(struct pulc_area *a)
+{
+    static const char *kinds[] = {"?", "D", "S", "M"};
+    printf("\n%-6s %-4s %-10s %-7s %-10s %-12s %-10s %s\n", "port", "kind", "pid", "queued",
+           "msgs_in", "bytes_in", "msgs_out", "bytes_out");
+    for (uint32_t p = 1; p < a->cfg.ports; p++) {
+        struct pulc_port *pt = pulc_port_at(a, p);
+        if (pt->state != PULC_PORT_OPEN)
+            continue;
+        printf("%-6u %-4s %-10d %-7u %-10llu %-12llu %-10llu %llu\n", p,
+               kinds[pt->kind < 4 ? pt->kind : 0], pt->owner_pid, pt->qlen,
+               (unsigned long long)pt->msgs_in, (unsigned long long)pt->bytes_in,
+               (unsigned long long)pt->msgs_out, (unsigned long long)pt->bytes_out);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    static const struct option lo[] = {{"config", no_argument, NULL, 'c'},
-                                       {"counters", no_argument, NULL, 'n'},
-                                       {"processes", no_argument, NULL, 'p'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {
+        {"config", no_argument, NULL, 'c'},    {"counters", no_argument, NULL, 'n'},
+        {"processes", no_argument, NULL, 'p'}, {"area", no_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0}};
     int mode = 0, o;
-    while ((o = getopt_long(argc, argv, "cnph", lo, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "cnpah", lo, NULL)) != -1) {
         switch (o) {
         case 'c':
         case 'n':
         case 'p':
+        case 'a':
             mode = o;
             break;
         case 'h':
@@ -85,13 +133,13 @@ int main(int argc, char **argv)
     }
     struct psk_info in;
     memset(&in, 0, sizeof in);
-    int fd = -1;
+    int fds[2] = {-1, -1};
     int rc;
     if (mode == 0)
         rc = pulc_psk_call(sock, PSK_OP_INFO, PSK_ABI_VERSION, NULL, 0, &in, sizeof in, NULL, NULL,
                            0, err, sizeof err);
     else
-        rc = pulc_psk_call(sock, PSK_OP_MAP, PSK_ABI_VERSION, NULL, 0, &in, sizeof in, NULL, &fd, 1,
+        rc = pulc_psk_call(sock, PSK_OP_MAP, PSK_ABI_VERSION, NULL, 0, &in, sizeof in, NULL, fds, 2,
                            err, sizeof err);
     close(sock);
     if (rc) {
@@ -115,12 +163,20 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    if (fd < 0) {
-        fprintf(stderr, PROG ": psid's reply to MAP lacks the image descriptor\n");
+    if (fds[0] < 0 || fds[1] < 0) {
+        fprintf(stderr, PROG ": psid's reply to MAP lacks the image or area descriptor\n");
         return 1;
     }
-    struct mcp_image *img = mmap(NULL, in.image_size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
+    struct mcp_image *img = mmap(NULL, in.image_size, PROT_READ, MAP_SHARED, fds[0], 0);
+    close(fds[0]);
+    struct pulc_area *area = mmap(NULL, in.area_size, PROT_READ, MAP_SHARED, fds[1], 0);
+    close(fds[1]);
+    if (area == MAP_FAILED || area->magic != PULC_AREA_MAGIC ||
+        area->version != PULC_AREA_VERSION || area->size != in.area_size) {
+        fprintf(stderr, PROG ": cannot map the message area, or it is of another version (use the "
+                             "psinfo of the psport psid runs)\n");
+        return 1;
+    }
     uint32_t found = 0;
     if (img == MAP_FAILED) {
         fprintf(stderr, PROG ": cannot map the NIC image: %s\n", strerror(errno));
@@ -140,6 +196,8 @@ int main(int argc, char **argv)
                    (unsigned long long)mcp_counter_value(img, i), mcp_counter_help(i));
         printf("%-16s %20llu  %s\n", "polls", (unsigned long long)img->polls,
                "firmware passes (all executors)");
+    } else if (mode == 'a') {
+        print_area(area);
     } else {
         printf("%-5s %-10s %-10s %-10s %s\n", "ctx", "pid", "generation", "state", "busy");
         for (unsigned c = 0; c < img->cfg.contexts; c++) {
@@ -151,6 +209,9 @@ int main(int argc, char **argv)
                    mcp_send_busy(img, c));
         }
     }
+    if (mode == 'p')
+        print_ports(area);
+    munmap(area, in.area_size);
     munmap(img, in.image_size);
     return 0;
 }

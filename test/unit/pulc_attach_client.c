@@ -3,13 +3,14 @@
  *
  *   pulc_attach_client info                 attach, print node and context, detach
  *   pulc_attach_client hold                 attach, print "attached ctx C pid P", sleep
- *   pulc_attach_client send DST N SIZE      send N frames of SIZE bytes to node DST through
- *                                           the HAL and wait until all are acknowledged
- *   pulc_attach_client recv SRC N SIZE      receive N frames from node SRC and verify them
- *   pulc_attach_client waitrecv SRC N SIZE  the same, waiting with pulc_hal_wait_rx (spin,
- *                                           yield, sleep); prints its CPU and wall time
+ *   pulc_attach_client send DST N SIZE      send N port-D messages of SIZE bytes to port 7 of
+ *                                           node DST and wait until all are acknowledged
+ *   pulc_attach_client recv SRC N SIZE      open port 7, print "ready", receive N messages
+ *                                           from node SRC and verify them
+ *   pulc_attach_client waitrecv SRC N SIZE  the same, also printing its CPU and wall time
+ *                                           (PSP_Wait spins, yields, then sleeps)
  *   pulc_attach_client lockdie              attach, take the NIC lock and die holding it
- * Frame i carries bytes (i * 131 + k * 7 + 1) & 0xff, its index in the first 4 bytes.
+ * Message i carries bytes (i * 131 + k * 7 + 1) & 0xff, its index in the first 4 bytes.
  * Built a second time with -DPULC_TEST_ABI_VERSION=99 to announce a foreign ABI version.
  * Exit: 0 ok, 1 failure (message on stderr); send and recv are killed by SIGALRM after 120 s.
  */
@@ -42,104 +43,97 @@ static void fill(uint8_t *b, uint32_t i, uint32_t size)
         memcpy(b, &i, 4);
 }
 
-/* b: size bytes of scratch */
-static int do_send(struct pulc_hal *h, uint8_t *b, uint16_t dst, uint32_t n, uint32_t size)
+#define TEST_PORT 7 /* the receiver's port-D port */
+
+/* b: size bytes of scratch.  Messages to port TEST_PORT of node dst (port-D). */
+static int do_send(uint8_t *b, uint16_t dst, uint32_t n, uint32_t size)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        fill(b, i, size);
-        int rc = pulc_hal_send_fragment(h, dst, b, size, i);
-        if (rc) {
-            fprintf(stderr, "send of frame %u failed: %s\n", i, strerror(-rc));
-            return 1;
-        }
-    }
-    uint64_t t0 = mcp_now_ns();
-    while (pulc_hal_send_busy(h)) {
-        pulc_hal_poll(h);
-        if (mcp_now_ns() - t0 > TIMEOUT_NS) {
-            fprintf(stderr, "%u sends not acknowledged after 30 s\n", pulc_hal_send_busy(h));
-            return 1;
-        }
-    }
-    struct mcp_send_error e;
-    if (pulc_hal_send_error(h, &e)) {
-        fprintf(stderr, "frame %u to node %u failed: %s\n", e.cookie, e.dst, strerror(-e.error));
+    PSP_Port *p = NULL;
+    int rc = PSP_OpenPort(PSP_ANYPORT, PSP_PORT_D, &p);
+    if (rc) {
+        fprintf(stderr, "open port: %s\n", PSP_StrError(rc));
         return 1;
     }
-    printf("sent %u frames of %u bytes to node %u\n", n, size, dst);
-    return 0;
-}
-
-/* want: size bytes of scratch */
-static int do_recv(struct pulc_hal *h, uint8_t *want, uint16_t src, uint32_t n, uint32_t size)
-{
-    uint64_t t0 = mcp_now_ns();
-    uint32_t got = 0;
-    while (got < n) {
-        struct mcp_rx_desc d;
-        if (!pulc_hal_recv_peek(h, &d)) {
-            pulc_hal_poll(h);
-            if (mcp_now_ns() - t0 > TIMEOUT_NS) {
-                fprintf(stderr, "received %u of %u frames in 30 s\n", got, n);
-                return 1;
-            }
-            continue;
-        }
-        fill(want, got, size);
-        if (d.src != src || d.len != size || memcmp(d.data, want, size) != 0) {
-            uint32_t idx = 0, at = 0;
-            if (d.len >= 4)
-                memcpy(&idx, d.data, 4);
-            while (at < d.len && at < size && ((const uint8_t *)d.data)[at] == want[at])
-                at++;
-            fprintf(stderr,
-                    "frame %u: from node %u, %u bytes, carries index %u, first difference at "
-                    "byte %u: %s\n",
-                    got, d.src, d.len, idx, at,
-                    d.src != src || d.len != size ? "wrong source or length" : "content differs");
+    for (uint32_t i = 0; i < n; i++) {
+        fill(b, i, size);
+        rc = PSP_Send(p, PSP_PORTID(dst, TEST_PORT), NULL, 0, b, size);
+        if (!rc)
+            rc = PSP_GetPortError(p, NULL);
+        if (rc) {
+            fprintf(stderr, "send of message %u failed: %s\n", i, strerror(-rc));
             return 1;
         }
-        pulc_hal_recv_done(h);
-        got++;
     }
-    printf("received %u frames of %u bytes from node %u: content verified\n", n, size, src);
+    /* Everything acknowledged by the receiving NIC, and no error came back. */
+    uint64_t t0 = mcp_now_ns();
+    while (pulc_hal_send_busy(pulc_hal_self()) && mcp_now_ns() - t0 < TIMEOUT_NS)
+        PSP_Progress();
+    usleep(100000);
+    PSP_Progress();
+    if ((rc = PSP_GetPortError(p, NULL)) != 0) {
+        fprintf(stderr, "a message failed: %s\n", strerror(-rc));
+        return 1;
+    }
+    printf("sent %u messages of %u bytes to node %u\n", n, size, dst);
+    PSP_ClosePort(p);
     return 0;
 }
 
 /*
- * Like do_recv, but waiting the co-scheduling way (pulc_hal_wait_rx) instead of spinning, for
- * frames from several sends (each frame is checked against the index it carries), and
- * reporting the CPU time the wait cost: "cpu MS wall MS".
+ * want: size bytes of scratch.  Receive n messages on port TEST_PORT (printing "ready" once it
+ * is open) and verify source node, length and content.  PSP_Wait waits the co-scheduling way
+ * (spin, yield, sleep); with report the CPU and wall time are printed ("cpu MS wall MS").
  */
-static int do_waitrecv(struct pulc_hal *h, uint8_t *want, uint16_t src, uint32_t n, uint32_t size)
+static int do_recv(uint8_t *want, uint16_t src, uint32_t n, uint32_t size, int report)
 {
+    PSP_Port *p = NULL;
+    int rc = PSP_OpenPort(TEST_PORT, PSP_PORT_D, &p);
+    if (rc) {
+        fprintf(stderr, "open port %d: %s\n", TEST_PORT, PSP_StrError(rc));
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    uint8_t *got_buf = malloc(size + 1);
     struct timespec w0, w1;
     struct rusage r0, r1;
     clock_gettime(CLOCK_MONOTONIC, &w0);
     getrusage(RUSAGE_SELF, &r0);
     for (uint32_t got = 0; got < n; got++) {
-        int rc = pulc_hal_wait_rx(h, 30000);
-        if (rc <= 0) {
-            fprintf(stderr, "received %u of %u frames: %s\n", got, n,
-                    rc == 0 ? "nothing for 30 s" : strerror(-rc));
+        PSP_Request r;
+        rc = PSP_IReceive(p, NULL, 0, got_buf, size + 1, NULL, NULL, &r);
+        if (!rc)
+            rc = PSP_Wait(&r, 30000);
+        if (rc) {
+            fprintf(stderr, "received %u of %u messages: %s\n", got, n, strerror(-rc));
             return 1;
         }
-        struct mcp_rx_desc d;
-        pulc_hal_recv_peek(h, &d);
-        uint32_t idx = 0;
-        if (d.len >= 4)
-            memcpy(&idx, d.data, 4);
-        fill(want, idx, size);
-        if (d.src != src || d.len != size || memcmp(d.data, want, size) != 0) {
-            fprintf(stderr, "frame %u: from node %u, %u bytes, index %u: %s\n", got, d.src, d.len,
-                    idx,
-                    d.src != src || d.len != size ? "wrong source or length" : "content differs");
+        uint32_t carried = 0;
+        if (r.len >= 4)
+            memcpy(&carried, got_buf, 4);
+        fill(want, report ? carried : got, size); /* waitrecv: one message per sender */
+        if (PSP_PORTID_NODE(r.src) != src || r.len != size || memcmp(got_buf, want, size) != 0) {
+            uint32_t idx = 0, at = 0;
+            if (r.len >= 4)
+                memcpy(&idx, got_buf, 4);
+            while (at < r.len && at < size && got_buf[at] == want[at])
+                at++;
+            fprintf(stderr,
+                    "message %u: from node %u, %u bytes, carries index %u, first difference at "
+                    "byte %u: %s\n",
+                    got, PSP_PORTID_NODE(r.src), r.len, idx, at,
+                    PSP_PORTID_NODE(r.src) != src || r.len != size ? "wrong source or length"
+                                                                   : "content differs");
             return 1;
         }
-        pulc_hal_recv_done(h);
     }
     clock_gettime(CLOCK_MONOTONIC, &w1);
     getrusage(RUSAGE_SELF, &r1);
+    free(got_buf);
+    if (!report) {
+        printf("received %u messages of %u bytes from node %u: content verified\n", n, size, src);
+        return 0;
+    }
     double wall = (double)(w1.tv_sec - w0.tv_sec) * 1e3 + (double)(w1.tv_nsec - w0.tv_nsec) / 1e6;
     double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec -
                           r0.ru_stime.tv_sec) *
@@ -147,8 +141,8 @@ static int do_waitrecv(struct pulc_hal *h, uint8_t *want, uint16_t src, uint32_t
                  (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec -
                           r0.ru_stime.tv_usec) /
                      1e3;
-    printf("received %u frames of %u bytes from node %u: content verified; cpu %.0f wall %.0f\n", n,
-           size, src, cpu, wall);
+    printf("received %u messages of %u bytes from node %u: content verified; cpu %.0f wall %.0f\n",
+           n, size, src, cpu, wall);
     return 0;
 }
 
@@ -185,8 +179,8 @@ int main(int argc, char **argv)
                              !strcmp(argv[1], "waitrecv"))) {
         uint16_t node = (uint16_t)atoi(argv[2]);
         uint32_t n = (uint32_t)atoi(argv[3]), size = (uint32_t)atoi(argv[4]);
-        if (size > pulc_hal_max_payload(h) || size < 4) {
-            fprintf(stderr, "SIZE must be 4..%u\n", pulc_hal_max_payload(h));
+        if (size < 4 || size > (64u << 20)) {
+            fprintf(stderr, "SIZE must be 4..%u\n", 64u << 20);
             ret = 2;
         } else {
             alarm(120); /* a peer that never drains must not hang the test */
@@ -194,10 +188,9 @@ int main(int argc, char **argv)
             if (!buf)
                 ret = 1;
             else if (argv[1][0] == 's')
-                ret = do_send(h, buf, node, n, size);
+                ret = do_send(buf, node, n, size);
             else
-                ret = !strcmp(argv[1], "waitrecv") ? do_waitrecv(h, buf, node, n, size)
-                                                   : do_recv(h, buf, node, n, size);
+                ret = do_recv(buf, node, n, size, !strcmp(argv[1], "waitrecv"));
             free(buf);
         }
     } else {

@@ -1,0 +1,767 @@
+/*
+ * port.c — ports and port-D messages of a process: open/close, sends (fragmented to the NIC,
+ * or local through the area, large local ones copied once by the reader with
+ * process_vm_readv), receives with an accept callback, the progress engine and waiting.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mcp_env.h"
+#include "mcp_host.h"
+#include "pulc_int.h"
+#include "settings.h"
+
+static struct pulc_proc proc;
+static int proc_ready;
+
+struct pulc_proc *pulc_proc(int *err)
+{
+    if (proc_ready && pulc_hal_self()->ctx >= 0)
+        return &proc;
+    int rc = PSP_Init();
+    if (rc) {
+        *err = rc;
+        return NULL;
+    }
+    struct pulc_hal *h = pulc_hal_self();
+    uint64_t direct;
+    char msg[256];
+    if (psp_setting_u64("PSP_LOCAL_DIRECT", 0, UINT32_MAX, &direct, msg, sizeof msg)) {
+        PSP_ERROR("%s", msg);
+        *err = -EINVAL;
+        return NULL;
+    }
+    memset(&proc, 0, sizeof proc);
+    proc.h = h;
+    proc.node.area = h->area;
+    proc.node.img = h->img;
+    proc.node.ctx = h->ctx;
+    proc.node.node_id = (uint16_t)h->info.node_id;
+    proc.local_direct = (uint32_t)direct;
+    proc_ready = 1;
+    return &proc;
+}
+
+/* ---- lists ---- */
+
+static void rq_append(PSP_Request **head, PSP_Request **tail, PSP_Request *r)
+{
+    r->p_next = NULL;
+    r->p_prev = *tail;
+    if (*tail)
+        (*tail)->p_next = r;
+    else
+        *head = r;
+    *tail = r;
+}
+
+static void rq_remove(PSP_Request **head, PSP_Request **tail, PSP_Request *r)
+{
+    if (r->p_prev)
+        r->p_prev->p_next = r->p_next;
+    else
+        *head = r->p_next;
+    if (r->p_next)
+        r->p_next->p_prev = r->p_prev;
+    else
+        *tail = r->p_prev;
+    r->p_next = r->p_prev = NULL;
+}
+
+static void rq_complete(PSP_Request *r, int error)
+{
+    r->error = error;
+    __atomic_store_n(&r->p_state, PULC_RQ_DONE, __ATOMIC_RELEASE);
+}
+
+/* ---- ports ---- */
+
+int PSP_OpenPort(int number, int kind, PSP_Port **out)
+{
+    int err = 0;
+    struct pulc_proc *P = pulc_proc(&err);
+    if (!P)
+        return err;
+    struct pulc_area *a = P->node.area;
+    if (kind != PSP_PORT_D && kind != PSP_PORT_S && kind != PSP_PORT_M)
+        return -EINVAL;
+    if (number < 0 || (uint32_t)number >= a->cfg.ports)
+        return -EINVAL;
+    PSP_Port *port = calloc(1, sizeof *port);
+    if (!port)
+        return -ENOMEM;
+    int rc = pulc_area_lock(a);
+    if (rc) {
+        free(port);
+        return rc;
+    }
+    uint32_t idx = 0;
+    if (number == PSP_ANYPORT) {
+        for (uint32_t k = 0; k < a->cfg.ports - 1 && !idx; k++) {
+            uint32_t c = 1 + (a->next_port - 1 + k) % (a->cfg.ports - 1);
+            if (pulc_port_at(a, c)->state == PULC_PORT_FREE)
+                idx = c;
+        }
+        rc = idx ? 0 : -ENOSPC;
+        if (idx) /* round robin, so a closed port's number is not reused at once */
+            a->next_port = idx % (a->cfg.ports - 1) + 1;
+    } else {
+        idx = (uint32_t)number;
+        rc = pulc_port_at(a, idx)->state == PULC_PORT_FREE ? 0 : -EADDRINUSE;
+    }
+    if (!rc) {
+        struct pulc_port *pt = pulc_port_at(a, idx);
+        pt->kind = (uint32_t)kind;
+        pt->owner_pid = (int32_t)getpid();
+        pt->error = 0;
+        pt->qhead = pt->qtail = pt->last_open = PULC_NONE;
+        pt->qlen = 0;
+        pt->msgs_in = pt->bytes_in = pt->msgs_out = pt->bytes_out = 0;
+        __atomic_store_n(&pt->state, PULC_PORT_OPEN, __ATOMIC_RELEASE);
+        port->idx = idx;
+        port->kind = (uint32_t)kind;
+        port->gen = pt->generation;
+        port->seen_event = pt->event - 1; /* look at the queue on the first progress */
+    }
+    pulc_area_unlock(a);
+    if (rc) {
+        free(port);
+        return rc;
+    }
+    port->next = P->ports;
+    P->ports = port;
+    *out = port;
+    return 0;
+}
+
+PSP_PortId PSP_GetPortId(const PSP_Port *port)
+{
+    return PSP_PORTID(proc.node.node_id, port->idx);
+}
+
+int PSP_GetPortError(PSP_Port *port, PSP_PortId *about)
+{
+    struct pulc_port *pt = pulc_port_at(proc.node.area, port->idx);
+    int e = __atomic_exchange_n(&pt->error, 0, __ATOMIC_ACQ_REL);
+    if (about)
+        *about = e ? pt->error_src : 0;
+    return e;
+}
+
+static void cancel_list(PSP_Request **head, PSP_Request **tail, PSP_Port *port)
+{
+    for (PSP_Request *r = *head, *next; r; r = next) {
+        next = r->p_next;
+        if (r->p_port == port) {
+            rq_remove(head, tail, r);
+            rq_complete(r, -ECANCELED);
+        }
+    }
+}
+
+int PSP_ClosePort(PSP_Port *port)
+{
+    struct pulc_proc *P = &proc;
+    struct pulc_area *a = P->node.area;
+    /* Local direct sends of this port wait for their readers first (their buffers are read). */
+    for (PSP_Request *r = P->lsend_head; r; r = r->p_next)
+        if (r->p_port == port && r->p_state == PULC_RQ_SEND_DIRECT)
+            PSP_Wait(r, -1);
+    cancel_list(&P->rsend_head, &P->rsend_tail, port);
+    cancel_list(&P->lsend_head, &P->lsend_tail, port);
+    cancel_list(&port->rq_head, &port->rq_tail, port);
+    int rc = pulc_area_lock(a);
+    if (rc)
+        return rc;
+    struct pulc_port *pt = pulc_port_at(a, port->idx);
+    if (pt->state == PULC_PORT_OPEN && pt->generation == port->gen)
+        pulc_port_close_locked(a, port->idx);
+    pulc_area_unlock(a);
+    for (PSP_Port **pp = &P->ports; *pp; pp = &(*pp)->next)
+        if (*pp == port) {
+            *pp = port->next;
+            break;
+        }
+    free(port->stream);
+    free(port);
+    return 0;
+}
+
+/* ---- sending ---- */
+
+/* Post as many fragments of a remote send as the context's ring takes; 1 when all are. */
+static int post_remote(struct pulc_proc *P, PSP_Request *r)
+{
+    struct mcp_image *img = P->node.img;
+    unsigned ctx = (unsigned)P->node.ctx;
+    uint32_t maxp = mcp_max_payload(img);
+    uint16_t node = PSP_PORTID_NODE(r->p_dest);
+    uint32_t cookie = r->p_port->idx << 16 | (r->p_msg_id & 0xffffu);
+    do {
+        uint32_t slot;
+        uint8_t *b = mcp_send_slot(img, ctx, &slot);
+        if (!b)
+            return 0;
+        int raw = r->p_kind == PULC_PROTO_RAW;
+        int first = r->p_msg == 0 && !raw; /* p_msg counts fragments posted */
+        uint32_t room = maxp - PULC_HDR_LEN - (first ? r->xlen : 0u);
+        uint32_t n = r->len - r->p_off < room ? r->len - r->p_off : room;
+        /* rawdata: msg_id names the registration, offset is within its buffer (from
+         * p_xmax), total carries the registration's nonce (p_buflen) */
+        struct pulc_hdr hd = {(uint8_t)r->p_kind,
+                              (uint8_t)(first ? PULC_HF_FIRST : 0),
+                              (uint16_t)r->p_port->idx,
+                              PSP_PORTID_NUMBER(r->p_dest),
+                              first ? r->xlen : 0,
+                              r->p_msg_id,
+                              raw ? r->p_xmax + r->p_off : r->p_off,
+                              raw ? r->p_buflen : r->len};
+        pulc_hdr_put(b, &hd);
+        uint32_t at = PULC_HDR_LEN;
+        if (first && r->xlen) {
+            memcpy(b + at, r->p_xhdr, r->xlen);
+            at += r->xlen;
+        }
+        memcpy(b + at, (const uint8_t *)r->p_sbuf + r->p_off, n);
+        mcp_send_post(img, ctx, slot, node, at + n, cookie);
+        r->p_off += n;
+        r->p_msg++;
+        if (first && r->p_off < r->len) { /* half sent from here: psid aborts it if we die */
+            struct pulc_port *pt = pulc_port_at(P->node.area, r->p_port->idx);
+            pt->tx_open_dest = r->p_dest;
+            pt->tx_open_msg_id = r->p_msg_id;
+            __atomic_store_n(&pt->tx_open, 1u, __ATOMIC_RELEASE);
+        }
+    } while (r->p_off < r->len);
+    if (r->p_kind != PULC_PROTO_RAW && r->p_msg > 1)
+        __atomic_store_n(&pulc_port_at(P->node.area, r->p_port->idx)->tx_open, 0u,
+                         __ATOMIC_RELEASE);
+    return 1;
+}
+
+/*
+ * Try a local send under the area lock: 1 done (or DIRECT queued), 0 no room yet, or a
+ * negative errno (the port is gone).
+ */
+static int try_local(struct pulc_proc *P, PSP_Request *r)
+{
+    struct pulc_area *a = P->node.area;
+    uint32_t num = PSP_PORTID_NUMBER(r->p_dest);
+    struct pulc_port *pt = pulc_port_at(a, num);
+    if (pt->state != PULC_PORT_OPEN)
+        return -ECONNREFUSED;
+    if (pt->kind != r->p_kind)
+        return -EPROTOTYPE;
+    int direct = r->len > P->local_direct;
+    uint32_t need = direct ? 0 : (r->len + a->cfg.frag_size - 1) / a->cfg.frag_size;
+    if (a->msgs_free == 0 || a->frags_free < need)
+        return 0;
+    uint32_t i = pulc_msg_alloc(a);
+    struct pulc_msg *m = pulc_msg_at(a, i);
+    m->src = PSP_GetPortId(r->p_port);
+    m->msg_id = r->p_msg_id;
+    m->total = r->len;
+    m->xlen = r->xlen;
+    m->proto = (uint8_t)r->p_kind;
+    if (r->xlen)
+        memcpy(m->xhdr, r->p_xhdr, r->xlen);
+    if (direct) {
+        m->flags = PULC_MSG_DIRECT;
+        m->direct_pid = (int32_t)getpid();
+        m->direct_addr = (uint64_t)(uintptr_t)r->p_sbuf;
+        m->received = r->len;
+        r->p_msg = i;
+        a->local_direct++;
+    } else if (pulc_msg_append(a, i, r->p_sbuf, r->len, UINT64_MAX)) {
+        pulc_msg_free(a, i); /* cannot happen: room checked above */
+        return 0;
+    }
+    pulc_msg_enqueue(a, num, i);
+    pt->bytes_in += r->len;
+    a->local_msgs++;
+    return 1;
+}
+
+/* Local sends in order: start those that have room; finish direct ones their reader did. */
+static void progress_local(struct pulc_proc *P)
+{
+    struct pulc_area *a = P->node.area;
+    int locked = 0;
+    for (PSP_Request *r = P->lsend_head, *next; r; r = next) {
+        next = r->p_next;
+        if (r->p_state == PULC_RQ_SEND_DIRECT) {
+            struct pulc_msg *m = pulc_msg_at(a, r->p_msg);
+            uint32_t done = __atomic_load_n(&m->done, __ATOMIC_ACQUIRE);
+            if (!done)
+                continue;
+            if (!locked && pulc_area_lock(a) == 0)
+                locked = 1;
+            int e = done == 1 ? 0 : m->direct_err;
+            if (m->state == PULC_MSG_DIRECT_DONE)
+                pulc_msg_free(a, r->p_msg);
+            rq_remove(&P->lsend_head, &P->lsend_tail, r);
+            rq_complete(r, e);
+            continue;
+        }
+        if (!locked) {
+            if (pulc_area_lock(a))
+                return;
+            locked = 1;
+        }
+        int rc = try_local(P, r);
+        if (rc == 0)
+            break; /* keep the order: later ones wait too */
+        if (rc < 0) {
+            rq_remove(&P->lsend_head, &P->lsend_tail, r);
+            rq_complete(r, rc);
+        } else if (r->len > P->local_direct) {
+            r->p_state = PULC_RQ_SEND_DIRECT;
+            pulc_port_wake(a, PSP_PORTID_NUMBER(r->p_dest));
+        } else {
+            rq_remove(&P->lsend_head, &P->lsend_tail, r);
+            rq_complete(r, 0);
+            pulc_port_wake(a, PSP_PORTID_NUMBER(r->p_dest));
+        }
+    }
+    if (locked)
+        pulc_area_unlock(a);
+}
+
+int pulc_send_start(struct pulc_proc *P, PSP_Port *port, unsigned proto, PSP_PortId dest,
+                    const void *xheader, uint16_t xlen, const void *buf, uint32_t len,
+                    PSP_Request *req)
+{
+    if (xlen > PULC_XHDR_MAX || (xlen && !xheader) || (len && !buf))
+        return -EINVAL;
+    uint16_t node = PSP_PORTID_NODE(dest);
+    const struct psp_nodes *nodes = &P->node.area->nodes;
+    if (node >= nodes->count || !nodes->node[node].present)
+        return -EHOSTUNREACH;
+    uint32_t num = PSP_PORTID_NUMBER(dest);
+    if (num == 0 || num >= P->node.area->cfg.ports)
+        return -ECONNREFUSED;
+    memset(req, 0, sizeof *req);
+    req->len = len;
+    req->xlen = xlen;
+    req->p_kind = (uint16_t)proto;
+    req->p_port = port;
+    req->p_sbuf = buf;
+    req->p_xhdr = xheader;
+    req->p_dest = dest;
+    req->p_msg_id = port->next_msg_id++;
+    pulc_port_at(P->node.area, port->idx)->msgs_out++;
+    pulc_port_at(P->node.area, port->idx)->bytes_out += len;
+
+    if (node != P->node.node_id) {
+        pulc_send_queue_remote(P, req);
+        return 0;
+    }
+
+    /* Local: errors about the destination port are known now. */
+    req->p_state = PULC_RQ_SEND_LOCAL;
+    if (P->lsend_head) {
+        rq_append(&P->lsend_head, &P->lsend_tail, req);
+        return 0;
+    }
+    struct pulc_area *a = P->node.area;
+    int rc = pulc_area_lock(a);
+    if (rc)
+        return rc;
+    rc = try_local(P, req);
+    pulc_area_unlock(a);
+    if (rc < 0) {
+        req->p_state = PULC_RQ_DONE;
+        req->error = rc;
+        return rc;
+    }
+    if (rc > 0)
+        pulc_port_wake(a, num);
+    if (rc > 0 && len <= P->local_direct) {
+        rq_complete(req, 0);
+        return 0;
+    }
+    if (rc > 0)
+        req->p_state = PULC_RQ_SEND_DIRECT;
+    rq_append(&P->lsend_head, &P->lsend_tail, req);
+    return 0;
+}
+
+void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req)
+{
+    P->remote_ns = mcp_now_ns();
+    P->nic_busy = 1;
+    req->p_state = PULC_RQ_SEND_REMOTE;
+    if (!P->rsend_head && post_remote(P, req)) {
+        rq_complete(req, 0);
+        return;
+    }
+    rq_append(&P->rsend_head, &P->rsend_tail, req);
+}
+
+int PSP_ISend(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen, const void *buf,
+              uint32_t len, PSP_Request *req)
+{
+    if (port->kind != PSP_PORT_D)
+        return -EPROTOTYPE;
+    return pulc_send_start(&proc, port, PULC_PROTO_D, dest, xheader, xlen, buf, len, req);
+}
+
+/* A send the NIC could not deliver: fail its request if it is still ours, else the port's. */
+static void send_failed(struct pulc_proc *P, const struct mcp_send_error *e)
+{
+    if (e->cookie == UINT32_MAX)
+        return; /* an error notice we sent */
+    uint32_t idx = e->cookie >> 16, id = e->cookie & 0xffffu;
+    for (PSP_Request *r = P->rsend_head; r; r = r->p_next)
+        if (r->p_port->idx == idx && (r->p_msg_id & 0xffffu) == id) {
+            rq_remove(&P->rsend_head, &P->rsend_tail, r);
+            rq_complete(r, e->error);
+            return;
+        }
+    if (idx < P->node.area->cfg.ports) {
+        struct pulc_port *pt = pulc_port_at(P->node.area, idx);
+        if (pt->state == PULC_PORT_OPEN && pt->owner_pid == (int32_t)getpid()) {
+            pt->error_src = PSP_PORTID(e->dst, 0);
+            pt->error_msg_id = id;
+            __atomic_store_n(&pt->error, (int32_t)e->error, __ATOMIC_RELEASE);
+            pulc_port_wake(P->node.area, idx);
+        }
+    }
+}
+
+/* ---- receiving ---- */
+
+int PSP_IReceive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t len,
+                 PSP_AcceptFn accept, void *arg, PSP_Request *req)
+{
+    if ((len && !buf) || (xmax && !xbuf))
+        return -EINVAL;
+    if (port->kind != PSP_PORT_D)
+        return -EPROTOTYPE;
+    memset(req, 0, sizeof *req);
+    req->p_port = port;
+    req->p_rbuf = buf;
+    req->p_buflen = len;
+    req->p_xbuf = xbuf;
+    req->p_xmax = xmax;
+    req->p_accept = accept;
+    req->p_arg = arg;
+    req->p_msg = PULC_NONE;
+    req->p_state = PULC_RQ_RECV_POSTED;
+    rq_append(&port->rq_head, &port->rq_tail, req);
+    port->seen_event--; /* examine the queue for it at the next progress */
+    return 0;
+}
+
+/* Offer queued messages to a posted receive (caller holds the area lock): 1 matched. */
+static int match(struct pulc_area *a, PSP_Port *port, PSP_Request *r)
+{
+    struct pulc_port *pt = pulc_port_at(a, port->idx);
+    for (uint32_t i = pt->qhead, next; i != PULC_NONE; i = next) {
+        struct pulc_msg *m = pulc_msg_at(a, i);
+        next = m->next;
+        if (m->flags & PULC_MSG_CLAIMED)
+            continue;
+        if (m->flags & PULC_MSG_ABORTED) { /* never completes and nobody took it: drop */
+            pulc_msg_unlink(a, i);
+            pulc_msg_free(a, i);
+            continue;
+        }
+        PSP_MsgInfo info = {m->src, m->total, m->xlen, m->xhdr};
+        if (r->p_accept && !r->p_accept(&info, r->p_arg))
+            continue;
+        m->flags |= PULC_MSG_CLAIMED;
+        if (pt->last_open == i && (m->flags & PULC_MSG_DIRECT))
+            pt->last_open = PULC_NONE;
+        r->p_msg = i;
+        r->src = m->src;
+        r->len = m->total;
+        r->xlen = m->xlen;
+        if (r->p_xmax)
+            memcpy(r->p_xbuf, m->xhdr, m->xlen < r->p_xmax ? m->xlen : r->p_xmax);
+        r->p_state = PULC_RQ_RECV_MATCHED;
+        return 1;
+    }
+    return 0;
+}
+
+/* Take what arrived of a matched message (caller holds the area lock): 1 when complete. */
+static int take(struct pulc_area *a, PSP_Request *r)
+{
+    struct pulc_msg *m = pulc_msg_at(a, r->p_msg);
+    if (m->taken < r->p_buflen)
+        pulc_msg_read(a, r->p_msg, (uint8_t *)r->p_rbuf + m->taken, r->p_buflen - m->taken);
+    if (m->taken >= r->p_buflen)
+        pulc_msg_read(a, r->p_msg, NULL, UINT32_MAX); /* truncated: the rest is dropped */
+    if (m->taken == m->total) {
+        r->copied = m->total < r->p_buflen ? m->total : r->p_buflen;
+        pulc_msg_unlink(a, r->p_msg);
+        pulc_msg_free(a, r->p_msg);
+        return 1;
+    }
+    if (m->flags & PULC_MSG_ABORTED) {
+        r->copied = m->taken < r->p_buflen ? m->taken : r->p_buflen;
+        pulc_msg_unlink(a, r->p_msg);
+        pulc_msg_free(a, r->p_msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* A direct message: copy it once from the sender's memory, then hand it back. */
+static void take_direct(struct pulc_proc *P, PSP_Port *port, PSP_Request *r)
+{
+    struct pulc_area *a = P->node.area;
+    struct pulc_msg *m = pulc_msg_at(a, r->p_msg);
+    uint32_t total = m->total, n = total < r->p_buflen ? total : r->p_buflen;
+    int err = 0;
+    uint32_t got = 0;
+    while (got < n) {
+        struct iovec l = {(uint8_t *)r->p_rbuf + got, n - got};
+        struct iovec rv = {(void *)(uintptr_t)(m->direct_addr + got), n - got};
+        ssize_t k = process_vm_readv(m->direct_pid, &l, 1, &rv, 1, 0);
+        if (k <= 0) {
+            err = k < 0 ? -errno : -EIO;
+            break;
+        }
+        got += (uint32_t)k;
+    }
+    if (pulc_area_lock(a))
+        return;
+    pulc_msg_unlink(a, r->p_msg);
+    if (m->flags & PULC_MSG_ABORTED) { /* the sender died: nobody takes it back */
+        pulc_msg_free(a, r->p_msg);
+        err = -ECONNRESET;
+    } else {
+        m->direct_err = err;
+        m->state = PULC_MSG_DIRECT_DONE;
+        __atomic_store_n(&m->done, err ? 2u : 1u, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &m->done, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    pulc_area_unlock(a);
+    r->copied = got;
+    rq_remove(&port->rq_head, &port->rq_tail, r);
+    rq_complete(r,
+                err ? (err == -ESRCH ? -ECONNRESET : err) : (total > r->p_buflen ? -EMSGSIZE : 0));
+}
+
+/* Match and take for a port's posted receives when its queue changed. */
+static void progress_port(struct pulc_proc *P, PSP_Port *port)
+{
+    struct pulc_area *a = P->node.area;
+    struct pulc_port *pt = pulc_port_at(a, port->idx);
+    uint32_t ev = __atomic_load_n(&pt->event, __ATOMIC_ACQUIRE);
+    if (ev == port->seen_event)
+        return;
+    if (pulc_area_lock(a))
+        return;
+    port->seen_event = ev;
+    PSP_Request *direct = NULL;
+    for (PSP_Request *r = port->rq_head, *next; r; r = next) {
+        next = r->p_next;
+        if (r->p_state == PULC_RQ_RECV_POSTED && !match(a, port, r))
+            break; /* later receives must not overtake an unmatched earlier one */
+        struct pulc_msg *m = pulc_msg_at(a, r->p_msg);
+        if (m->flags & PULC_MSG_DIRECT) {
+            if (!direct)
+                direct = r;
+            continue;
+        }
+        int t = take(a, r);
+        if (t) {
+            rq_remove(&port->rq_head, &port->rq_tail, r);
+            rq_complete(r, t < 0 ? -ECONNRESET : (r->len > r->p_buflen ? -EMSGSIZE : 0));
+        }
+    }
+    pulc_area_unlock(a);
+    if (direct) {
+        take_direct(P, port, direct);
+        port->seen_event--; /* more may be matched or direct */
+    }
+}
+
+int PSP_IProbe(PSP_Port *port, PSP_AcceptFn accept, void *arg, PSP_MsgInfo *info)
+{
+    struct pulc_proc *P = &proc;
+    pulc_progress(P);
+    struct pulc_area *a = P->node.area;
+    if (pulc_area_lock(a))
+        return 0;
+    int found = 0;
+    struct pulc_port *pt = pulc_port_at(a, port->idx);
+    for (uint32_t i = pt->qhead; i != PULC_NONE && !found; i = pulc_msg_at(a, i)->next) {
+        struct pulc_msg *m = pulc_msg_at(a, i);
+        if (m->flags & (PULC_MSG_CLAIMED | PULC_MSG_ABORTED))
+            continue;
+        PSP_MsgInfo mi = {m->src, m->total, m->xlen, m->xhdr};
+        if (!accept || accept(&mi, arg)) {
+            *info = mi;
+            info->xheader = NULL;
+            found = 1;
+        }
+    }
+    pulc_area_unlock(a);
+    return found;
+}
+
+int PSP_Cancel(PSP_Request *req)
+{
+    if (req->p_state != PULC_RQ_RECV_POSTED)
+        return -EBUSY;
+    PSP_Port *port = req->p_port;
+    rq_remove(&port->rq_head, &port->rq_tail, req);
+    rq_complete(req, -ECANCELED);
+    port->seen_event--; /* later receives may match now */
+    return 0;
+}
+
+/* ---- progress and waiting ---- */
+
+int pulc_progress(struct pulc_proc *P)
+{
+    struct pulc_hal *h = P->h;
+    int rc;
+    /* The NIC (a firmware pass costs a system call; the host queue and the error queue
+     * share cache lines the firmware writes): at every call while this process has talked
+     * to other nodes lately, else at most every PULC_NIC_QUIET_NS, so local traffic does not
+     * pay for it at every turn.  psid's NIC thread keeps the firmware going meanwhile. */
+    uint64_t now = 0;
+    int nic_turn = P->rsend_head != NULL || P->nic_busy;
+    if (!nic_turn && (++P->calls & 31) == 0) { /* reading the clock costs too, in a VM */
+        now = mcp_now_ns();
+        P->nic_busy = now - P->remote_ns < PULC_NIC_BUSY_NS;
+        nic_turn = P->nic_busy || now - P->nic_ns >= PULC_NIC_QUIET_NS;
+    }
+    if (nic_turn) {
+        rc = pulc_nic_pass_try(h->area, &h->nic, 1);
+        if (rc < 0)
+            return rc;
+        if (!now)
+            now = mcp_now_ns();
+        P->nic_ns = now;
+        if (rc > 0)
+            P->remote_ns = now;
+        /* busy until PULC_NIC_BUSY_NS pass without inter-node traffic */
+        P->nic_busy = now - P->remote_ns < PULC_NIC_BUSY_NS;
+        struct mcp_rx_desc d;
+        if (mcp_recv_peek(P->node.img, &d)) {
+            P->remote_ns = now;
+            rc = pulc_drain(&P->node, 64);
+            if (rc < 0)
+                return rc;
+        }
+        struct mcp_send_error e;
+        while (pulc_hal_send_error(h, &e))
+            send_failed(P, &e);
+    }
+    while (P->rsend_head && post_remote(P, P->rsend_head)) {
+        PSP_Request *r = P->rsend_head;
+        rq_remove(&P->rsend_head, &P->rsend_tail, r);
+        rq_complete(r, 0);
+    }
+    if (P->lsend_head)
+        progress_local(P);
+    for (PSP_Port *port = P->ports; port; port = port->next)
+        if (port->rq_head)
+            progress_port(P, port);
+    if (P->raw_regs)
+        pulc_raw_progress(P);
+    return 0;
+}
+
+int PSP_Progress(void)
+{
+    int err = 0;
+    struct pulc_proc *P = pulc_proc(&err);
+    return P ? pulc_progress(P) : err;
+}
+
+int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *arg, int timeout_ms)
+{
+    struct pulc_hal *h = P->h;
+    uint64_t t0 = mcp_now_ns(), now = t0;
+    uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000u;
+    for (unsigned turn = 0;; turn++) {
+        int rc = pulc_progress(P);
+        if (rc < 0)
+            return rc;
+        if (done(arg))
+            return 0;
+        if ((turn & 15) == 0)
+            now = mcp_now_ns();
+        if (now >= end)
+            return -ETIMEDOUT;
+        uint64_t waited = now - t0;
+        if (waited < h->spin_ns)
+            continue;
+        if (waited < h->spin_ns + h->yield_ns || !port) {
+            sched_yield();
+            continue;
+        }
+        /* Sleep on the port's event: whoever queues for it (a local sender, another process's
+         * drain, psid's NIC thread) wakes us. */
+        struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
+        uint32_t seen = __atomic_load_n(&pt->event, __ATOMIC_ACQUIRE);
+        __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
+        if (seen == port->seen_event && !P->rsend_head && !P->lsend_head && !done(arg)) {
+            uint64_t left = end - now, slice = 100000000u; /* re-check every 100 ms anyway */
+            if (left < slice)
+                slice = left;
+            struct timespec ts = {(time_t)(slice / 1000000000u), (long)(slice % 1000000000u)};
+            syscall(SYS_futex, &pt->event, FUTEX_WAIT, seen, &ts, NULL, 0);
+        } else if (P->rsend_head || P->lsend_head) {
+            __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
+            sched_yield();
+            now = mcp_now_ns();
+            continue;
+        }
+        __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
+        now = mcp_now_ns();
+    }
+}
+
+static int req_done(void *arg)
+{
+    return __atomic_load_n(&((PSP_Request *)arg)->p_state, __ATOMIC_ACQUIRE) == PULC_RQ_DONE;
+}
+
+int PSP_Test(PSP_Request *req)
+{
+    if (req_done(req))
+        return 1;
+    pulc_progress(&proc);
+    return req_done(req);
+}
+
+int PSP_Wait(PSP_Request *req, int timeout_ms)
+{
+    if (req_done(req))
+        return req->error;
+    PSP_Port *port = req->p_state >= PULC_RQ_RECV_POSTED ? req->p_port : NULL;
+    int rc = pulc_wait(&proc, port, req_done, req, timeout_ms);
+    return rc ? rc : req->error;
+}
+
+int PSP_Send(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen, const void *buf,
+             uint32_t len)
+{
+    PSP_Request r;
+    int rc = PSP_ISend(port, dest, xheader, xlen, buf, len, &r);
+    return rc ? rc : PSP_Wait(&r, -1);
+}
+
+int PSP_Receive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t len,
+                PSP_AcceptFn accept, void *arg, PSP_Request *req)
+{
+    int rc = PSP_IReceive(port, xbuf, xmax, buf, len, accept, arg, req);
+    return rc ? rc : PSP_Wait(req, -1);
+}

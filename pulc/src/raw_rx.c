@@ -1,0 +1,58 @@
+/*
+ * raw_rx.c — the rawdata receive handler: RAW frames into a registered buffer.
+ *
+ * A registration is a message descriptor queued on its owner's port with PULC_MSG_RAW (and
+ * CLAIMED, so no receive matches it): total = buffer length, msg_id = nonce, direct_pid /
+ * direct_addr = owner and buffer.  The owner writes arriving data straight into its buffer
+ * (taken and received advance together); any other drainer (another process, psid) appends
+ * fragments that the owner copies later (pulc_raw_progress).  Frames of one registration come
+ * in offset order, so an offset below `received` is a duplicate and one above it an orphan.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "marea.h"
+#include "proto.h"
+
+int pulc_raw_rx(struct pulc_node *n, uint16_t src_node, const struct pulc_hdr *h,
+                const uint8_t *body, uint32_t len, uint64_t rx_tag)
+{
+    (void)src_node;
+    struct pulc_area *a = n->area;
+    if (h->dst_port == 0 || h->dst_port >= a->cfg.ports || h->msg_id >= a->cfg.messages) {
+        a->rx_malformed++;
+        return 0;
+    }
+    struct pulc_msg *m = pulc_msg_at(a, h->msg_id);
+    if (m->state != PULC_MSG_QUEUED || !(m->flags & PULC_MSG_RAW) || m->port != h->dst_port ||
+        m->msg_id != h->total) {
+        a->rx_orphan++; /* unregistered, or the port closed */
+        return 0;
+    }
+    if (h->offset > m->received || len > m->total - h->offset) {
+        if (h->offset > m->received)
+            a->rx_orphan++;
+        else
+            a->rx_malformed++;
+        return 0;
+    }
+    if (h->offset + len <= m->received) {
+        a->rx_duplicate++;
+        return 0;
+    }
+    uint32_t skip = m->received - h->offset, cnt = len - skip;
+    if (m->direct_pid == (int32_t)getpid() && m->frag_head == PULC_NONE) {
+        /* The owner drains: straight into its buffer.  taken first: a repair sets received
+         * back to taken when the message holds no fragments. */
+        memcpy((uint8_t *)(uintptr_t)m->direct_addr + m->received, body + skip, cnt);
+        __atomic_store_n(&m->taken, m->received + cnt, __ATOMIC_RELEASE);
+        __atomic_store_n(&m->received, m->received + cnt, __ATOMIC_RELEASE);
+        return 1;
+    }
+    if (pulc_msg_append(a, h->msg_id, body + skip, cnt, rx_tag)) {
+        a->rx_stalls++;
+        return -EAGAIN;
+    }
+    return 1;
+}

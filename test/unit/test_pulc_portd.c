@@ -1,0 +1,535 @@
+/*
+ * test_pulc_portd — port-D of libpulc against a running psid (PSP_PSID_SOCKET), run by
+ * test/integration/pulc-ports: message boundaries for every size around the fragment
+ * boundaries up to 16 MiB, order per sender, eight senders to one port, the accept callback
+ * taking a later message first, cancel, truncation, probe, and the errors a sender gets.
+ *
+ * Each test runs receivers and senders in processes of their own (forked, each with its own
+ * PSP_Init).  A process attaches to the node whose psid socket it uses, so with
+ * PULC_TEST_PEER_SOCKET (another node's psid, test/cluster) and PULC_TEST_PEER_NODE the
+ * receivers attach there and every message crosses the NIC: fragmentation, reassembly and
+ * error notices from the remote node are exercised too.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "pulc.h"
+
+static uint8_t pat(uint32_t msg, uint32_t k)
+{
+    return (uint8_t)((msg * 2654435761u + k * 7u + (k >> 8)) & 0xffu);
+}
+
+static uint32_t frag_size(void)
+{
+    const char *s = getenv("PSP_FRAME_SIZE");
+    return s ? (uint32_t)strtoul(s, NULL, 10) : 4096u;
+}
+
+/* Sizes around every boundary a message can cross: the NIC payload minus the PULC header
+ * (20 B) and the extra header, the area's fragments, the local direct threshold. */
+static uint32_t sizes[200];
+static unsigned nsizes;
+
+static void make_sizes(uint16_t xlen)
+{
+    uint32_t fs = frag_size();
+    uint32_t first = fs - 20 - xlen, next = fs - 20;
+    uint32_t base[] = {0,
+                       1,
+                       2,
+                       7,
+                       8,
+                       first,
+                       first + 1,
+                       first - 1,
+                       first + next,
+                       first + next - 1,
+                       first + next + 1,
+                       fs,
+                       fs - 1,
+                       fs + 1,
+                       2 * fs,
+                       2 * fs + 1,
+                       3 * fs - 1,
+                       32767,
+                       32768,
+                       32769,
+                       65536,
+                       100000,
+                       1u << 20,
+                       (1u << 20) + 3,
+                       4u << 20,
+                       16u << 20};
+    nsizes = 0;
+    for (unsigned i = 0; i < sizeof base / sizeof base[0]; i++)
+        sizes[nsizes++] = base[i];
+    for (uint32_t k = 2; k <= 9; k++) { /* more fragment boundaries */
+        sizes[nsizes++] = first + (k - 1) * next;
+        sizes[nsizes++] = first + (k - 1) * next + 1;
+    }
+}
+
+static void fill(uint8_t *b, uint32_t msg, uint32_t len)
+{
+    for (uint32_t k = 0; k < len; k++)
+        b[k] = pat(msg, k);
+}
+
+static int check_content(const uint8_t *b, uint32_t msg, uint32_t len)
+{
+    for (uint32_t k = 0; k < len; k++)
+        if (b[k] != pat(msg, k))
+            return (int)k + 1;
+    return 0;
+}
+
+static PSP_Port *open_port(int number)
+{
+    PSP_Port *p = NULL;
+    int rc = PSP_OpenPort(number, PSP_PORT_D, &p);
+    if (rc) {
+        fprintf(stderr, "PSP_OpenPort(%d): %s\n", number, PSP_StrError(rc));
+        exit(3);
+    }
+    return p;
+}
+
+/* Where receivers live: the peer node if given, else this node. */
+static uint16_t peer_node(void)
+{
+    const char *s = getenv("PULC_TEST_PEER_NODE");
+    return s ? (uint16_t)atoi(s) : (uint16_t)PSP_GetNodeID();
+}
+
+/* Make this process a receiver: attach to the peer's psid (call before any PSP_* call). */
+static void as_receiver(void)
+{
+    const char *s = getenv("PULC_TEST_PEER_SOCKET");
+    if (s && *s)
+        setenv("PSP_PSID_SOCKET", s, 1);
+}
+
+/* Attach as a sender (to this node) and return the receivers' node. */
+static uint16_t as_sender(void)
+{
+    int rc = PSP_Init();
+    if (rc) {
+        fprintf(stderr, "PSP_Init: %s\n", PSP_StrError(rc));
+        exit(3);
+    }
+    return peer_node();
+}
+
+/* Send, retrying while the receiver has not opened its port yet (local: refused at once). */
+static int send_retry(PSP_Port *p, PSP_PortId dst, const void *x, uint16_t xl, const void *b,
+                      uint32_t len)
+{
+    for (int i = 0; i < 2000; i++) {
+        int rc = PSP_Send(p, dst, x, xl, b, len);
+        if (rc != -ECONNREFUSED)
+            return rc;
+        usleep(1000);
+    }
+    return -ECONNREFUSED;
+}
+
+/* Receivers say when their port is open (a remote sender's message to a port not yet open
+ * is refused asynchronously, so senders wait for this instead of retrying). */
+static int ready_pipe[2] = {-1, -1};
+
+static void ready_make(void)
+{
+    if (pipe(ready_pipe) != 0)
+        exit(4);
+}
+
+/* The receiver: its port is open; let n senders go. */
+static void ready_post(int n)
+{
+    for (int i = 0; i < n; i++)
+        if (write(ready_pipe[1], "r", 1) != 1)
+            exit(4);
+}
+
+/* A sender: wait until the receiver's port is open. */
+static void ready_wait(void)
+{
+    char c;
+    if (read(ready_pipe[0], &c, 1) != 1)
+        exit(4);
+}
+
+/* Wait for a forked receiver: its exit code (0 ok). */
+static int reap(pid_t pid)
+{
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* ---- every size, local or through the NIC ---- */
+
+struct xh {
+    uint32_t msg, len;
+    uint8_t pad[40];
+};
+
+static int recv_sizes(int portno)
+{
+    as_receiver();
+    PSP_Port *p = open_port(portno);
+    ready_post(1);
+    uint8_t *buf = malloc((16u << 20) + 64);
+    int bad = 0;
+    for (unsigned i = 0; i < nsizes * 2; i++) {
+        struct xh x;
+        PSP_Request r;
+        int rc = PSP_Receive(p, &x, sizeof x, buf, (16u << 20) + 64, NULL, NULL, &r);
+        uint32_t want = sizes[i % nsizes];
+        uint16_t wx = i < nsizes ? 0 : sizeof x;
+        if (rc || r.len != want || r.copied != want || r.xlen != wx ||
+            (wx && (x.msg != i || x.len != want)) || check_content(buf, i, want)) {
+            fprintf(stderr, "message %u: rc %d len %u (want %u) xlen %u (want %u) content at %d\n",
+                    i, rc, r.len, want, r.xlen, wx, check_content(buf, i, r.copied));
+            bad = 1;
+            break;
+        }
+    }
+    free(buf);
+    PSP_ClosePort(p);
+    return bad;
+}
+
+static void run_sizes(int portno)
+{
+    make_sizes(sizeof(struct xh));
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(recv_sizes(portno));
+    PSP_PortId dst = PSP_PORTID(as_sender(), portno);
+    ready_wait();
+    PSP_Port *p = open_port(PSP_ANYPORT);
+    uint8_t *buf = malloc(16u << 20);
+    for (unsigned i = 0; i < nsizes * 2; i++) {
+        uint32_t len = sizes[i % nsizes];
+        struct xh x = {i, len, {0}};
+        fill(buf, i, len);
+        int rc = i < nsizes ? send_retry(p, dst, NULL, 0, buf, len)
+                            : send_retry(p, dst, &x, sizeof x, buf, len);
+        if (!CHECK_OK(rc))
+            break;
+    }
+    CHECK_EQ_I64(reap(pid), 0);
+    free(buf);
+    PSP_ClosePort(p);
+}
+
+TEST(sizes_0_to_16mib_with_and_without_extra_header)
+{
+    run_sizes(101);
+}
+
+/* ---- eight senders to one port, order per sender ---- */
+
+#define SENDERS 8
+#define PER     400
+
+TEST(eight_senders_one_port_order_kept)
+{
+    pid_t kids[SENDERS];
+    ready_make();
+    for (int s = 0; s < SENDERS; s++) {
+        kids[s] = fork();
+        if (kids[s] == 0) {
+            uint16_t peer = as_sender();
+            PSP_Port *p = open_port(PSP_ANYPORT);
+            ready_wait();
+            uint8_t buf[3000];
+            for (uint32_t i = 0; i < PER; i++) {
+                uint32_t len = 8 + (i * 37 + (uint32_t)s * 11) % 2900;
+                fill(buf, i + (uint32_t)s * 100000u, len);
+                uint32_t hdr[2] = {(uint32_t)s, i};
+                if (send_retry(p, PSP_PORTID(peer, 102), hdr, sizeof hdr, buf, len))
+                    _exit(2);
+            }
+            PSP_ClosePort(p);
+            _exit(0);
+        }
+    }
+    as_receiver();
+    PSP_Port *p = open_port(102);
+    ready_post(SENDERS);
+    uint32_t next[SENDERS] = {0};
+    uint8_t buf[4096];
+    for (int k = 0; k < SENDERS * PER; k++) {
+        uint32_t hdr[2];
+        PSP_Request r;
+        REQUIRE(PSP_Receive(p, hdr, sizeof hdr, buf, sizeof buf, NULL, NULL, &r) == 0, "receive %d",
+                k);
+        REQUIRE(hdr[0] < SENDERS, "sender id %u", hdr[0]);
+        REQUIRE(hdr[1] == next[hdr[0]], "sender %u: message %u, expected %u (order)", hdr[0],
+                hdr[1], next[hdr[0]]);
+        uint32_t len = 8 + (hdr[1] * 37 + hdr[0] * 11) % 2900;
+        CHECK_EQ_U64(r.len, len);
+        CHECK_EQ_I64(check_content(buf, hdr[1] + hdr[0] * 100000u, len), 0);
+        next[hdr[0]]++;
+    }
+    for (int s = 0; s < SENDERS; s++)
+        CHECK_EQ_I64(reap(kids[s]), 0);
+    PSP_Request r;
+    CHECK_OK(PSP_IReceive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
+    CHECK_EQ_I64(PSP_Wait(&r, 100), -ETIMEDOUT); /* nothing duplicated */
+    CHECK_OK(PSP_Cancel(&r));
+    PSP_ClosePort(p);
+}
+
+/* ---- accept callback, cancel, truncation, probe ---- */
+
+static int tag_is(const PSP_MsgInfo *m, void *arg)
+{
+    return m->xlen == 4 && *(const uint32_t *)m->xheader == *(uint32_t *)arg;
+}
+
+/* Child: send tags 1, 2, 3 (10-byte, 3000-byte and 100000-byte messages) to port 103. */
+static void send_tags(void)
+{
+    uint16_t peer = as_sender();
+    PSP_Port *p = open_port(PSP_ANYPORT);
+    ready_wait();
+    static uint8_t buf[100000];
+    uint32_t lens[3] = {10, 3000, 100000};
+    for (uint32_t t = 1; t <= 3; t++) {
+        fill(buf, t, lens[t - 1]);
+        if (send_retry(p, PSP_PORTID(peer, 103), &t, 4, buf, lens[t - 1]))
+            _exit(2);
+    }
+    PSP_ClosePort(p);
+    _exit(0);
+}
+
+TEST(accept_callback_takes_a_later_message_first)
+{
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0)
+        send_tags();
+    as_receiver();
+    PSP_Port *p = open_port(103);
+    ready_post(1);
+    static uint8_t buf[100000];
+    PSP_Request r3, r1, r2;
+    uint32_t t3 = 3, t1 = 1, t2 = 2, x;
+    /* Post for tag 3 first: it must complete with the third message, leaving 1 and 2. */
+    CHECK_OK(PSP_IReceive(p, &x, 4, buf, sizeof buf, tag_is, &t3, &r3));
+    CHECK_OK(PSP_Wait(&r3, 10000));
+    CHECK_EQ_U64(r3.len, 100000);
+    CHECK_EQ_I64(check_content(buf, 3, 100000), 0);
+    PSP_MsgInfo info;
+    CHECK_EQ_I64(PSP_IProbe(p, tag_is, &t2, &info), 1);
+    CHECK_EQ_U64(info.len, 3000);
+    CHECK_OK(PSP_Receive(p, &x, 4, buf, sizeof buf, tag_is, &t1, &r1));
+    CHECK_EQ_U64(x, 1);
+    CHECK_EQ_U64(r1.len, 10);
+    CHECK_OK(PSP_Receive(p, &x, 4, buf, sizeof buf, NULL, NULL, &r2));
+    CHECK_EQ_U64(x, 2);
+    CHECK_EQ_I64(check_content(buf, 2, 3000), 0);
+    CHECK_EQ_I64(reap(pid), 0);
+    CHECK_EQ_I64(PSP_IProbe(p, NULL, NULL, &info), 0);
+    PSP_ClosePort(p);
+}
+
+TEST(cancel_posted_receive_then_message_still_arrives)
+{
+    int go[2];
+    REQUIRE(pipe(go) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) { /* sends "hello" once the receiver has cancelled its first receive */
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(2);
+        uint16_t peer = as_sender();
+        PSP_Port *s = open_port(PSP_ANYPORT);
+        _exit(send_retry(s, PSP_PORTID(peer, 104), NULL, 0, "hello", 5) ? 2 : 0);
+    }
+    close(go[0]);
+    as_receiver();
+    PSP_Port *p = open_port(104);
+    uint8_t buf[64];
+    PSP_Request r, r2;
+    CHECK_OK(PSP_IReceive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
+    CHECK_EQ_I64(PSP_Wait(&r, 20), -ETIMEDOUT);
+    CHECK_OK(PSP_Cancel(&r));
+    CHECK_EQ_I64(r.error, -ECANCELED);
+    CHECK_EQ_I64(PSP_Test(&r), 1);
+    REQUIRE(write(go[1], "g", 1) == 1, "pipe");
+    CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r2));
+    CHECK_EQ_U64(r2.len, 5);
+    CHECK_EQ_MEM(buf, "hello", 5);
+    CHECK_EQ_I64(PSP_Cancel(&r2), -EBUSY); /* complete: nothing to cancel */
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
+TEST(truncation_reported_to_receiver)
+{
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) {
+        uint16_t peer = as_sender();
+        PSP_Port *s = open_port(PSP_ANYPORT);
+        ready_wait();
+        static uint8_t b[200000];
+        fill(b, 7, sizeof b);
+        if (send_retry(s, PSP_PORTID(peer, 105), NULL, 0, b, 1000) ||
+            send_retry(s, PSP_PORTID(peer, 105), NULL, 0, b, sizeof b) ||
+            send_retry(s, PSP_PORTID(peer, 105), NULL, 0, b, 50))
+            _exit(2);
+        _exit(0);
+    }
+    as_receiver();
+    PSP_Port *p = open_port(105);
+    ready_post(1);
+    static uint8_t buf[200000];
+    PSP_Request r;
+    CHECK_EQ_I64(PSP_Receive(p, NULL, 0, buf, 100, NULL, NULL, &r), -EMSGSIZE);
+    CHECK_EQ_U64(r.len, 1000);
+    CHECK_EQ_U64(r.copied, 100);
+    CHECK_EQ_I64(check_content(buf, 7, 100), 0);
+    CHECK_EQ_I64(PSP_Receive(p, NULL, 0, buf, 5000, NULL, NULL, &r), -EMSGSIZE);
+    CHECK_EQ_U64(r.len, 200000);
+    CHECK_EQ_U64(r.copied, 5000);
+    CHECK_EQ_I64(check_content(buf, 7, 5000), 0);
+    CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r)); /* the next is whole */
+    CHECK_EQ_U64(r.len, 50);
+    CHECK_EQ_I64(check_content(buf, 7, 50), 0);
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
+/* ---- errors ---- */
+
+TEST(send_to_missing_port_or_node_is_an_error)
+{
+    /* A receiver holds port 106 of kind S on the peer until we close the pipe. */
+    int ready[2], hold[2];
+    REQUIRE(pipe(ready) == 0 && pipe(hold) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(hold[1]);
+        close(ready[0]);
+        as_receiver();
+        PSP_Port *s = NULL;
+        char c = PSP_OpenPort(106, PSP_PORT_S, &s) == 0 ? 'y' : 'n';
+        PSP_Port *dup = NULL;
+        if (PSP_OpenPort(106, PSP_PORT_D, &dup) != -EADDRINUSE)
+            c = 'd';
+        if (write(ready[1], &c, 1) != 1 || read(hold[0], &c, 1) < 0)
+            _exit(2);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    char c = 0;
+    REQUIRE(read(ready[0], &c, 1) == 1 && c == 'y', "receiver could not open port 106 (%c)", c);
+    uint16_t peer = as_sender();
+    PSP_Port *p = open_port(PSP_ANYPORT);
+    CHECK_EQ_I64(PSP_Send(p, PSP_PORTID(1000, 5), NULL, 0, "x", 1), -EHOSTUNREACH);
+    CHECK_EQ_I64(PSP_Send(p, PSP_PORTID(peer, 0), NULL, 0, "x", 1), -ECONNREFUSED);
+    int rc = PSP_Send(p, PSP_PORTID(peer, 999), NULL, 0, "x", 1);
+    if (rc == 0) { /* through the NIC: the receiver's error notice comes back */
+        PSP_PortId about = 0;
+        for (int i = 0; i < 2000 && rc == 0; i++) {
+            PSP_Progress();
+            rc = PSP_GetPortError(p, &about);
+            if (!rc)
+                usleep(500);
+        }
+        CHECK_EQ_U64(about, PSP_PORTID(peer, 999));
+    }
+    CHECK_EQ_I64(rc, -ECONNREFUSED);
+    CHECK_EQ_I64(PSP_GetPortError(p, NULL), 0); /* reported once */
+    rc = PSP_Send(p, PSP_PORTID(peer, 106), NULL, 0, "x", 1);
+    if (rc == 0) {
+        for (int i = 0; i < 2000 && rc == 0; i++) {
+            PSP_Progress();
+            rc = PSP_GetPortError(p, NULL);
+            if (!rc)
+                usleep(500);
+        }
+    }
+    CHECK_EQ_I64(rc, -EPROTOTYPE);
+    close(hold[1]);
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_Port *dup = NULL;
+    CHECK_EQ_I64(PSP_OpenPort(1 << 20, PSP_PORT_D, &dup), -EINVAL);
+    CHECK_EQ_I64(PSP_OpenPort(PSP_ANYPORT, 9, &dup), -EINVAL);
+    PSP_ClosePort(p);
+}
+
+/* ---- rawdata ---- */
+
+TEST(rawdata_writes_land_in_the_registered_buffer)
+{
+    int hp[2];
+    REQUIRE(pipe(hp) == 0, "pipe");
+    const uint32_t total = 6u << 20;
+    pid_t pid = fork();
+    if (pid == 0) { /* the writer: chunks of varying size, in offset order */
+        close(hp[1]);
+        PSP_RawHandle h;
+        if (read(hp[0], &h, sizeof h) != (ssize_t)sizeof h)
+            _exit(2);
+        as_sender();
+        PSP_Port *s = open_port(PSP_ANYPORT);
+        uint8_t *b = malloc(total);
+        fill(b, 77, total);
+        PSP_Request r;
+        if (PSP_RawSend(s, &h, total - 10, b, 11, &r) != -EMSGSIZE &&
+            PSP_PORTID_NODE(h.port) == PSP_GetNodeID())
+            _exit(3); /* local: past the end is refused at once */
+        uint32_t off = 0, k = 0;
+        while (off < total) {
+            uint32_t n = 1 + (k * 7919u) % 300000u;
+            if (n > total - off)
+                n = total - off;
+            if (PSP_RawSend(s, &h, off, b + off, n, &r) || PSP_Wait(&r, 10000))
+                _exit(4);
+            off += n;
+            k++;
+        }
+        PSP_RawHandle bogus = h;
+        bogus.nonce ^= 1;
+        int rc = PSP_RawSend(s, &bogus, 0, b, 1, &r);
+        if (PSP_PORTID_NODE(h.port) == PSP_GetNodeID() && rc != -ENOENT)
+            _exit(5);
+        free(b);
+        _exit(0);
+    }
+    close(hp[0]);
+    as_receiver();
+    PSP_Port *p = open_port(PSP_ANYPORT);
+    uint8_t *buf = calloc(1, total);
+    PSP_RawHandle h;
+    CHECK_OK(PSP_RawRegister(p, buf, total, &h));
+    REQUIRE(write(hp[1], &h, sizeof h) == (ssize_t)sizeof h, "pipe");
+    CHECK_OK(PSP_RawWait(p, &h, total, 20000));
+    CHECK_EQ_I64(PSP_RawReceived(p, &h), total);
+    CHECK_EQ_I64(check_content(buf, 77, total), 0);
+    CHECK_EQ_I64(reap(pid), 0);
+    CHECK_OK(PSP_RawUnregister(p, &h));
+    CHECK_EQ_I64(PSP_RawReceived(p, &h), -ENOENT);
+    CHECK_EQ_I64(PSP_RawUnregister(p, &h), -ENOENT);
+    free(buf);
+    PSP_ClosePort(p);
+}
+
+TEST_MAIN()
