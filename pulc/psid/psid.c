@@ -267,6 +267,7 @@ static void setup_nic(const char *nodes_file)
     S.node_view.img = S.img;
     S.node_view.ctx = ctx;
     S.node_view.node_id = S.node;
+    S.node_view.keep_unknown = 1;
 }
 
 static void daemonize(void)

@@ -67,6 +67,7 @@ enum pulc_msg_state {
 #define PULC_MSG_DIRECT  0x02u /* local, copied from the sender with process_vm_readv */
 #define PULC_MSG_ABORTED 0x04u /* will never complete (sender restarted or died) */
 #define PULC_MSG_RAW     0x08u /* a rawdata registration (owner direct_pid, buffer direct_addr) */
+#define PULC_MSG_SHARED  0x10u /* direct: the reader published its buffer; both copy chunks */
 
 struct pulc_msg {
     uint32_t state; /* enum pulc_msg_state */
@@ -86,6 +87,15 @@ struct pulc_msg {
     int32_t direct_pid;
     int32_t direct_err; /* negative errno of the reader's copy */
     uint64_t direct_addr;
+    /* direct, SHARED: reader and writer both copy chunks of PULC_SHARE_CHUNK bytes (one
+     * copy per byte, on two cores) until copied == recv_len */
+    int32_t recv_pid;
+    uint32_t recv_len;
+    uint64_t recv_addr;
+    uint32_t chunk_next; /* atomic: next chunk to take */
+    uint32_t copied;     /* atomic: bytes copied by both */
+    int32_t copy_err;    /* first failure of either side (negative errno) */
+    uint32_t pad_copy;
     uint64_t seq;    /* arrival number (area->seq) */
     uint64_t rx_tag; /* the host queue frame that queued it (area->rx_count), or ~0 */
     uint8_t xhdr[PULC_XHDR_MAX];

@@ -198,6 +198,8 @@ int PSP_ClosePort(PSP_Port *port)
 
 /* ---- sending ---- */
 
+static void help_copy(struct pulc_area *a, PSP_Request *r);
+
 /* Post as many fragments of a remote send as the context's ring takes; 1 when all are. */
 static int post_remote(struct pulc_proc *P, PSP_Request *r)
 {
@@ -300,6 +302,8 @@ static void progress_local(struct pulc_proc *P)
         next = r->p_next;
         if (r->p_state == PULC_RQ_SEND_DIRECT) {
             struct pulc_msg *m = pulc_msg_at(a, r->p_msg);
+            if (!locked)
+                help_copy(a, r);
             uint32_t done = __atomic_load_n(&m->done, __ATOMIC_ACQUIRE);
             if (!done)
                 continue;
@@ -517,6 +521,59 @@ static int take(struct pulc_area *a, PSP_Request *r)
     return 0;
 }
 
+/* Direct messages from PULC_SHARE_MIN bytes are copied by reader and writer together. */
+#define PULC_SHARE_MIN   (256u << 10)
+#define PULC_SHARE_CHUNK (128u << 10)
+
+/*
+ * Copy chunks of a SHARED direct message until none is left: the reader pulls
+ * (process_vm_readv), the writer pushes (process_vm_writev); each chunk is copied once.
+ */
+static void copy_chunks(struct pulc_msg *m, int writer, const uint8_t *sbuf)
+{
+    uint32_t n = m->recv_len;
+    for (;;) {
+        uint32_t c = __atomic_fetch_add(&m->chunk_next, 1, __ATOMIC_ACQ_REL);
+        uint64_t off = (uint64_t)c * PULC_SHARE_CHUNK;
+        if (off >= n)
+            return;
+        uint32_t len = n - off < PULC_SHARE_CHUNK ? (uint32_t)(n - off) : PULC_SHARE_CHUNK;
+        uint32_t got = 0;
+        while (got < len) {
+            ssize_t k;
+            if (writer) {
+                struct iovec l = {(void *)(sbuf + off + got), len - got};
+                struct iovec r = {(void *)(uintptr_t)(m->recv_addr + off + got), len - got};
+                k = process_vm_writev(m->recv_pid, &l, 1, &r, 1, 0);
+            } else {
+                struct iovec l = {(uint8_t *)(uintptr_t)m->recv_addr + off + got, len - got};
+                struct iovec r = {(void *)(uintptr_t)(m->direct_addr + off + got), len - got};
+                k = process_vm_readv(m->direct_pid, &l, 1, &r, 1, 0);
+            }
+            if (k <= 0) {
+                int e = k < 0 ? -errno : -EIO;
+                int32_t none = 0;
+                __atomic_compare_exchange_n(&m->copy_err, &none, e, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE);
+                break;
+            }
+            got += (uint32_t)k;
+        }
+        __atomic_add_fetch(&m->copied, len, __ATOMIC_ACQ_REL); /* counted even when failed */
+    }
+}
+
+/* The writer of a direct send whose reader shares the copy: take chunks too. */
+static void help_copy(struct pulc_area *a, PSP_Request *r)
+{
+    struct pulc_msg *m = pulc_msg_at(a, r->p_msg);
+    if (!(__atomic_load_n(&m->flags, __ATOMIC_ACQUIRE) & PULC_MSG_SHARED) ||
+        (uint64_t)__atomic_load_n(&m->chunk_next, __ATOMIC_ACQUIRE) * PULC_SHARE_CHUNK >=
+            m->recv_len)
+        return;
+    copy_chunks(m, 1, r->p_sbuf);
+}
+
 /* A direct message: copy it once from the sender's memory, then hand it back. */
 static void take_direct(struct pulc_proc *P, PSP_Port *port, PSP_Request *r)
 {
@@ -525,15 +582,42 @@ static void take_direct(struct pulc_proc *P, PSP_Port *port, PSP_Request *r)
     uint32_t total = m->total, n = total < r->p_buflen ? total : r->p_buflen;
     int err = 0;
     uint32_t got = 0;
-    while (got < n) {
-        struct iovec l = {(uint8_t *)r->p_rbuf + got, n - got};
-        struct iovec rv = {(void *)(uintptr_t)(m->direct_addr + got), n - got};
-        ssize_t k = process_vm_readv(m->direct_pid, &l, 1, &rv, 1, 0);
-        if (k <= 0) {
-            err = k < 0 ? -errno : -EIO;
-            break;
+    if (n >= PULC_SHARE_MIN) {
+        /* Publish our buffer: the writer, polling for its send to complete, copies chunks
+         * into it while we copy others from its memory. */
+        if (pulc_area_lock(a))
+            return;
+        m->recv_pid = (int32_t)getpid();
+        m->recv_addr = (uint64_t)(uintptr_t)r->p_rbuf;
+        m->recv_len = n;
+        m->chunk_next = 0;
+        m->copied = 0;
+        m->copy_err = 0;
+        __atomic_store_n(&m->flags, (uint8_t)(m->flags | PULC_MSG_SHARED), __ATOMIC_RELEASE);
+        pulc_area_unlock(a);
+        copy_chunks(m, 0, NULL);
+        for (unsigned spin = 0; __atomic_load_n(&m->copied, __ATOMIC_ACQUIRE) < n; spin++) {
+            if (__atomic_load_n(&m->flags, __ATOMIC_ACQUIRE) & PULC_MSG_ABORTED) {
+                err = -ECONNRESET; /* the writer died holding a chunk */
+                break;
+            }
+            if (spin > 64)
+                sched_yield();
         }
-        got += (uint32_t)k;
+        if (!err)
+            err = __atomic_load_n(&m->copy_err, __ATOMIC_ACQUIRE);
+        got = err ? 0 : n;
+    } else {
+        while (got < n) {
+            struct iovec l = {(uint8_t *)r->p_rbuf + got, n - got};
+            struct iovec rv = {(void *)(uintptr_t)(m->direct_addr + got), n - got};
+            ssize_t k = process_vm_readv(m->direct_pid, &l, 1, &rv, 1, 0);
+            if (k <= 0) {
+                err = k < 0 ? -errno : -EIO;
+                break;
+            }
+            got += (uint32_t)k;
+        }
     }
     if (pulc_area_lock(a))
         return;
@@ -542,10 +626,10 @@ static void take_direct(struct pulc_proc *P, PSP_Port *port, PSP_Request *r)
         pulc_msg_free(a, r->p_msg);
         err = -ECONNRESET;
     } else {
+        /* The writer polls for this (it never sleeps on it): no wake-up needed. */
         m->direct_err = err;
         m->state = PULC_MSG_DIRECT_DONE;
         __atomic_store_n(&m->done, err ? 2u : 1u, __ATOMIC_RELEASE);
-        syscall(SYS_futex, &m->done, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     }
     pulc_area_unlock(a);
     r->copied = got;

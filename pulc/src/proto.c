@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "marea.h"
+#include "mcp_env.h"
 #include "mcp_host.h"
 #include "mcp_wire.h"
 
@@ -307,7 +308,18 @@ int pulc_drain(struct pulc_node *n, unsigned max)
         struct pulc_hdr h;
         const uint8_t *b = d.data;
         int r;
-        if (pulc_hdr_get(b, d.len, &h) || !handlers[h.proto]) {
+        int bad = pulc_hdr_get(b, d.len, &h);
+        if (!bad && !handlers[h.proto] && n->keep_unknown) {
+            uint64_t now = mcp_now_ns();
+            if (n->unknown_tag != a->rx_count || !n->unknown_since_ns) {
+                n->unknown_tag = a->rx_count;
+                n->unknown_since_ns = now;
+            }
+            if (now - n->unknown_since_ns < PULC_UNKNOWN_NS)
+                break; /* its owner polls the host queue itself */
+            n->unknown_since_ns = 0;
+        }
+        if (bad || !handlers[h.proto]) {
             a->rx_malformed++;
             r = 0;
         } else {

@@ -41,7 +41,13 @@ struct pulc_node {
     struct mcp_image *img;
     int ctx;          /* our NIC context (error notices are sent through it), -1 none */
     uint16_t node_id; /* this node */
+    /* psid: leave a frame of a protocol nobody here handles (a HAL-level client's) at the
+     * head for its owner, dropping it only when it is still there after PULC_UNKNOWN_NS */
+    int keep_unknown;
+    uint64_t unknown_tag, unknown_since_ns;
 };
+
+#define PULC_UNKNOWN_NS 1000000000ull
 
 /* Encode h into the first PULC_HDR_LEN bytes of b. */
 void pulc_hdr_put(uint8_t *b, const struct pulc_hdr *h);

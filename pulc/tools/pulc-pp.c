@@ -87,14 +87,13 @@
  * their own, PP_PROTO_HAL, for which this process registers a handler (pulc_proto_register) and
  * drains with pulc_drain() exactly as libpulc's progress does.  A port-D header instead would
  * be queued into a port by whoever drains (or refused with an error notice), which would make
- * the HAL level a port-D measurement.  psid and other processes have no handler for
- * PP_PROTO_HAL: should one of them drain such a frame (psid's NIC thread does when no process
- * of the node ran the firmware for PSP_NIC_IDLE_US, i.e. when this process was descheduled
- * that long), proto.c counts it in rx_malformed and drops it.  Hence the HAL level polls and
- * never sleeps; every frame carries (run, message, offset, size), so a lost frame shows as a
- * gap or a stall, and a run that lost one is measured again (--retries); a ping-pong sends a
- * ping again when its echo is overdue.  The id is the last of the switch, far from those
- * proto.h hands out from 1 upwards.
+ * the HAL level a port-D measurement.  psid's NIC thread leaves a frame of a protocol it has no
+ * handler for at the head of the host queue for up to 1 s (PULC_UNKNOWN_NS) for its owner;
+ * another client process that drains one would count it in rx_malformed and drop it.  Hence
+ * the HAL level polls and never sleeps; every frame carries (run, message, offset, size), so a lost
+ * frame shows as a gap or a stall, and a run that lost one is measured again (--retries); a
+ * ping-pong sends a ping again when its echo is overdue.  The id is the last of the switch, far
+ * from those proto.h hands out from 1 upwards.
  */
 #define PP_PROTO_HAL (PULC_PROTO_MAX - 1)
 _Static_assert(PP_PROTO_HAL > PULC_PROTO_ERR, "PP_PROTO_HAL collides with a PULC protocol");
@@ -102,7 +101,7 @@ _Static_assert(PP_PROTO_HAL > PULC_PROTO_ERR, "PP_PROTO_HAL collides with a PULC
 #define HAL_STALL_NS    2000000000ull /* nothing of the run arrived for this long: a frame is lost */
 #define HAL_RESEND_NS   20000000ull   /* ping-pong: no echo for this long: send the ping again */
 #define HAL_MAX_RESENDS 100u
-#define LOSS_HINT       " (on a busy host start psid with a larger PSP_NIC_IDLE_US)"
+#define LOSS_HINT       " (another process of the node drained it, or this one stalled for 1 s)"
 
 enum pp_mode { MODE_INTER, MODE_INTRA, NMODES };
 static const char *const mode_name[NMODES] = {"inter-node", "intra-node"};
@@ -177,9 +176,8 @@ static void usage(FILE *f)
         "Levels: hal = fragments through the HAL (send slots, firmware, host queue; one copy on\n"
         "each side); portd = PSP_ISend/PSP_IReceive.  HAL within one node is n/a: the firmware\n"
         "refuses a send to its own node.  HAL frames have a protocol id only " PROG " handles:\n"
-        "psid drops those its NIC thread drains after PSP_NIC_IDLE_US without a poll (a run\n"
-        "that lost one is measured again, --retries); on a busy host start psid with a larger\n"
-        "PSP_NIC_IDLE_US (test/integration/pulc-pp uses 200000).\n"
+        "psid leaves them for " PROG " for up to 1 s; a run that lost one anyway (another\n"
+        "process of the node drained it) is measured again, --retries.\n"
         "Timed passes check length, order and sender of every message; the verified pass\n"
         "checks content.  Targets (printed, informational): inter-node port-D latency <= HAL\n"
         "+ 1 µs and throughput >= 0.9x HAL; intra-node port-D 8-byte latency <= 1 µs and\n"
@@ -669,8 +667,7 @@ struct waiter {
 /*
  * One idle turn of a wait loop: every 64th turn the deadline and (every 0.5 ms) the stop
  * check.  Waits spin and never yield or sleep: on a busy host a yield can leave the core to
- * another task for a whole time slice, and a HAL receiver that does not run for
- * PSP_NIC_IDLE_US leaves its frames to psid's NIC thread, which drops them (see "HAL frames").
+ * another task for a whole time slice, which is what a latency figure should not show.
  * 0 or an error for ep_fail.
  */
 static int ep_wait_turn(struct ep *e, struct waiter *w)
