@@ -63,6 +63,18 @@ void mcp_nic_init(struct mcp_nic *nic, struct mcp_image *img, struct lanai_link 
  */
 int mcp_poll(struct mcp_nic *nic, uint64_t now_ns);
 
+/*
+ * Repair the image after its executor died inside mcp_poll() (or inside this function): undo
+ * or complete the firmware step the image's journal shows open, then rebuild what follows from
+ * the rest (receive slots and free stack from the ready FIFO, in-flight slot states, queue
+ * tails, active peers, ctx_mask, stale host queue entries).  Called by the next holder of the
+ * NIC lock (EOWNERDEAD) before it runs mcp_poll(); hosts may go on using their contexts
+ * meanwhile.  Harmless on an image that needs nothing.  Counts `repairs`, `repair_undone`,
+ * `repair_redone`.  Returns 0, -EPROTO (not an image of this ABI), -EINVAL (bad
+ * configuration) or -EUCLEAN (the image contradicts itself: beyond repair, reformat it).
+ */
+int mcp_image_repair(struct mcp_image *img);
+
 /* Largest payload one send slot carries on this NIC (slot size limited by the link). */
 uint32_t mcp_max_payload(const struct mcp_image *img);
 

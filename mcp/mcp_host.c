@@ -99,7 +99,8 @@ int mcp_recv_peek(struct mcp_image *img, struct mcp_rx_desc *d)
 void mcp_recv_done(struct mcp_image *img)
 {
     uint32_t q = img->hostq_tail % img->cfg.hostq_slots;
-    img->hostq_tail++;
+    /* tail first: a repair takes an entry behind the tail as taken (mcp_image_repair) */
+    MCP_STORE_REL(&img->hostq_tail, img->hostq_tail + 1);
     MCP_STORE_REL(&mcp_hostq(img, q)->full, 0u);
 }
 
@@ -111,7 +112,7 @@ int mcp_errq_pop(struct mcp_image *img, unsigned c, struct mcp_send_error *e)
     if (!MCP_LOAD_ACQ(&q->full))
         return 0;
     *e = *q;
-    cx->errq_tail++;
+    MCP_STORE_REL(&cx->errq_tail, cx->errq_tail + 1); /* tail first, as mcp_recv_done() */
     MCP_STORE_REL(&q->full, 0u);
     return 1;
 }

@@ -120,6 +120,7 @@ int mcp_image_format(void *mem, size_t size, const struct mcp_config *c)
     img->size = need;
     img->cfg = *c;
     img->rng = c->seed ? c->seed : 0x2545f4914f6cdd1dull;
+    img->journal.fail_slot = MCP_NIL;
 
     uint32_t nsend = (uint32_t)c->contexts * c->send_slots;
     for (uint32_t i = 0; i < nsend; i++) {

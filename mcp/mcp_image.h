@@ -15,6 +15,12 @@
  *    clears it after taking the data.
  *  - error queue entry `full`: likewise, per context.
  *  - everything else is firmware state, touched only under the NIC lock.
+ *
+ * An executor may die at any instruction of a pass (a client killed while it holds the NIC
+ * lock).  Every firmware step that stores more than one field describes itself first in the
+ * header's journal (struct mcp_journal); mcp_image_repair() undoes or completes the step the
+ * dead executor left open and rebuilds what is derivable (mcp/PROTOCOL.md, "Surviving a dead
+ * executor").
  */
 #ifndef PSPORT_MCP_IMAGE_H
 #define PSPORT_MCP_IMAGE_H
@@ -23,8 +29,8 @@
 #include <stdint.h>
 
 #define MCP_IMAGE_MAGIC  0x3150434du /* "MCP1" */
-#define MCP_ABI_VERSION  1u
-#define MCP_MAX_WINDOW   64u /* largest configurable window; a power of two below 128 */
+#define MCP_ABI_VERSION  2u          /* 2: the step journal in the header */
+#define MCP_MAX_WINDOW   64u         /* largest configurable window; a power of two below 128 */
 #define MCP_MAX_CONTEXTS 64u
 #define MCP_NIL          0xffffffffu
 #define MCP_CACHELINE    64u
@@ -92,7 +98,10 @@ struct mcp_config {
     X(peer_resets, "connections reset by a restarted peer")                                        \
     X(peers_dead, "peers declared dead")                                                           \
     X(send_errors, "sends failed back to the host")                                                \
-    X(errq_overflow, "send errors that found the error queue full")
+    X(errq_overflow, "send errors that found the error queue full")                                \
+    X(repairs, "image repairs after an executor died inside a pass")                               \
+    X(repair_undone, "interrupted firmware steps undone by a repair")                              \
+    X(repair_redone, "interrupted firmware steps completed by a repair")
 
 struct mcp_counters {
 #define MCP_COUNTER_FIELD(name, help) uint64_t name;
@@ -191,6 +200,47 @@ struct mcp_conn {
     uint32_t inflight[MCP_MAX_WINDOW]; /* slot by seq % MCP_MAX_WINDOW, for [snd_una, snd_nxt) */
 };
 
+/*
+ * The steps the journal describes (mcp/PROTOCOL.md).  A step that had not completed when its
+ * executor died is undone (ACCEPT; DELIVER before the host could see the entry) or completed
+ * from the recorded values (everything else: those steps either made something visible to the
+ * host already or are idempotent).
+ */
+enum mcp_journal_op {
+    MCP_J_NONE = 0,
+    MCP_J_ACCEPT = 1,  /* DATA accepted: receive slot READY, ready-FIFO push, rcv_nxt++ */
+    MCP_J_DELIVER = 2, /* host queue entry filled, ready-FIFO pop, receive slot released */
+    MCP_J_TAKE = 3,    /* send slot taken off a context ring into its peer's queue (or failed) */
+    MCP_J_SEND = 4,    /* queue head transmitted first: inflight[], snd_nxt++, INTRANSIT */
+    MCP_J_QFAIL = 5,   /* queue head refused by the link for good: failed and unlinked */
+    MCP_J_ACK = 6,     /* slots [snd_una, ack) released */
+    MCP_J_RESET = 7,   /* every pending send of a connection failed, the connection cleared */
+    MCP_J_OPEN = 8,    /* connection id and initial sequence number chosen */
+    MCP_J_LEARN = 9,   /* the peer's connection id and initial sequence number learnt */
+};
+
+/*
+ * The one-entry journal.  A step stores every field, then `op`; it clears `op` when it is
+ * complete (compiler barriers keep the order real).  fail_* describe the send slot a step
+ * is currently failing back to the host (mcp_journal.fail_slot = MCP_NIL: none).
+ */
+struct mcp_journal {
+    uint32_t op;      /* enum mcp_journal_op; MCP_J_NONE when no step is open */
+    uint16_t node;    /* peer of the step */
+    uint16_t ctx;     /* context of the step (TAKE) */
+    uint32_t slot;    /* send slot id (global) or receive slot of the step */
+    uint32_t a, b, c; /* values before the step, per op (mcp_repair.c) */
+    int32_t err;      /* errno a failed send gets (TAKE, QFAIL, RESET) */
+    uint32_t fail_slot;
+    uint32_t fail_pos; /* error queue position of its entry */
+    uint32_t fail_ovf; /* 1: that entry was full, the error is only counted */
+    uint32_t pad;
+    uint64_t t;              /* a 64-bit value of the step (a time) */
+    uint64_t cnt;            /* the counter the step bumps, before the step */
+    uint64_t fail_errors;    /* send_errors before that fail */
+    uint64_t fail_overflows; /* errq_overflow before that fail */
+};
+
 /* The image header. Firmware runtime fields follow the layout fields. */
 struct mcp_image {
     uint32_t magic;
@@ -220,6 +270,7 @@ struct mcp_image {
     uint32_t rx_ready_tail;
     uint32_t hostq_head; /* firmware: next host queue entry to fill */
     uint64_t polls;      /* mcp_poll passes */
+    struct mcp_journal journal;
     uint8_t pad1[MCP_CACHELINE];
     uint32_t rx_event; /* bumped on every delivery to the host queue (a futex word) */
     uint8_t pad2[MCP_CACHELINE - 4];

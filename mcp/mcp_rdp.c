@@ -5,9 +5,26 @@
  * host, receive and process a batch of frames, move again, take the hosts' READY send slots,
  * run every active peer (timers, go-back-N, new data, ACKs), flush the link.
  * Everything persistent is in the image; this file keeps no static state.
+ *
+ * Every store to the image goes through MCP_STORE()/MCP_RELEASE() (mcp_fw.h), and every step
+ * that stores more than one field is journalled first (mcp_jr_begin/mcp_jr_end), so that an
+ * executor killed anywhere in a pass leaves an image mcp_image_repair() can put right.  Single
+ * stores that are consistent on their own (a timer, a flag, a counter) are not journalled.
  */
-#include "mcp.h"
-#include "mcp_compat.h"
+#include "mcp_fw.h"
+
+#ifdef MCP_TEST_HOOKS
+long mcp_test_store_budget;
+unsigned long mcp_test_stores;
+void (*mcp_test_store_hit)(void);
+
+void mcp_test_store_point(void)
+{
+    mcp_test_stores++;
+    if (mcp_test_store_budget > 0 && --mcp_test_store_budget == 0 && mcp_test_store_hit)
+        mcp_test_store_hit();
+}
+#endif
 
 struct pass {
     struct mcp_nic *nic;
@@ -29,7 +46,7 @@ static uint64_t rng_next(struct mcp_image *img)
     x ^= x >> 12;
     x ^= x << 25;
     x ^= x >> 27;
-    img->rng = x;
+    MCP_STORE(img->rng, x);
     return x * 0x2545f4914f6cdd1dull;
 }
 
@@ -54,7 +71,7 @@ static int cid_older(uint32_t a, uint32_t b)
 static void activate(struct pass *p, uint16_t node)
 {
     uint64_t *act = MCP_AT(p->img, p->img->off_active);
-    act[node / 64] |= 1ull << (node % 64);
+    MCP_STORE(act[node / 64], act[node / 64] | 1ull << (node % 64));
 }
 
 static uint8_t inflight_count(const struct mcp_conn *c)
@@ -69,57 +86,121 @@ static int has_pending_send(const struct mcp_conn *c)
 
 /* ---- errors back to the host ----------------------------------------------------------- */
 
-static void fail_slot(struct pass *p, uint32_t id, int err)
+/*
+ * The order of the stores is what mcp_image_repair() relies on: the journal's fail_* fields
+ * first (with the counters as they were, so a repair counts this fail exactly once); a queued
+ * (READY) slot becomes INTRANSIT, so that READY means "taken" for as long as the firmware owns the
+ * slot; `taken = 0`; the error entry published (full, then errq_head); IDLE last — from then on the
+ * host may reuse the slot.
+ */
+void mcp_fw_fail_slot(struct mcp_image *img, uint32_t id, int err)
 {
-    struct mcp_image *img = p->img;
     struct mcp_send_slot *s = mcp_sslot(img, id);
     struct mcp_context *cx = mcp_ctx(img, s->ctx);
-    struct mcp_send_error *q = mcp_errq(img, s->ctx);
-    struct mcp_send_error *e = &q[cx->errq_head % img->cfg.send_slots];
+    uint32_t pos = cx->errq_head;
+    struct mcp_send_error *e = &mcp_errq(img, s->ctx)[pos % img->cfg.send_slots];
+    uint32_t ovf = MCP_LOAD_ACQ(&e->full) ? 1u : 0u;
 
-    s->error = err;
-    s->taken = 0;
-    p->cnt->send_errors++;
-    if (MCP_LOAD_ACQ(&e->full)) {
-        p->cnt->errq_overflow++;
-    } else {
-        e->cookie = s->cookie;
-        e->slot = id % img->cfg.send_slots;
-        e->dst = s->dst;
-        e->error = (int16_t)err;
-        MCP_STORE_REL(&e->full, 1u);
-        cx->errq_head++;
+    MCP_ORDER();
+    MCP_STORE(img->journal.fail_slot, MCP_NIL);
+    MCP_ORDER();
+    MCP_STORE(img->journal.fail_pos, pos);
+    MCP_STORE(img->journal.fail_ovf, ovf);
+    MCP_STORE(img->journal.fail_errors, img->counters.send_errors);
+    MCP_STORE(img->journal.fail_overflows, img->counters.errq_overflow);
+    MCP_ORDER();
+    MCP_STORE(img->journal.fail_slot, id);
+    MCP_ORDER();
+    /* counters a repair restores are stored like the step's fields */
+    MCP_STORE(img->counters.send_errors, img->counters.send_errors + 1);
+    if (ovf)
+        MCP_STORE(img->counters.errq_overflow, img->counters.errq_overflow + 1);
+    if (MCP_LOAD_ACQ(&s->state) == MCP_SLOT_READY)
+        MCP_RELEASE(&s->state, (uint32_t)MCP_SLOT_INTRANSIT);
+    MCP_ORDER();
+    MCP_STORE(s->error, err);
+    MCP_STORE(s->taken, 0);
+    if (!ovf) {
+        MCP_STORE(e->cookie, s->cookie);
+        MCP_STORE(e->slot, id % img->cfg.send_slots);
+        MCP_STORE(e->dst, s->dst);
+        MCP_STORE(e->error, (int16_t)err);
+        MCP_RELEASE(&e->full, 1u);
+        MCP_STORE(cx->errq_head, pos + 1);
     }
-    MCP_STORE_REL(&s->state, (uint32_t)MCP_SLOT_IDLE);
+    MCP_RELEASE(&s->state, (uint32_t)MCP_SLOT_IDLE);
 }
 
-/* Fail every pending send of connection c and close it. */
+void mcp_fw_conn_clear(struct mcp_image *img, struct mcp_conn *c, uint64_t last_rx)
+{
+    (void)img;
+    MCP_STORE_POINT();
+    memset(c, 0, offsetof(struct mcp_conn, inflight));
+    MCP_STORE(c->q_head, MCP_NIL);
+    MCP_STORE(c->q_tail, MCP_NIL);
+    MCP_STORE(c->last_rx_ns, last_rx);
+}
+
+/* Fail every pending send of connection c and close it.  Journalled: a repair finishes it. */
 static void conn_reset(struct pass *p, struct mcp_conn *c, int err)
 {
+    struct mcp_image *img = p->img;
+    struct mcp_journal j = {.op = MCP_J_RESET,
+                            .node = mcp_conn_node(img, c),
+                            .a = c->snd_una,
+                            .b = c->snd_nxt,
+                            .c = c->q_head,
+                            .err = err,
+                            .t = c->last_rx_ns};
+
+    mcp_jr_begin(img, &j);
     while (c->snd_una != c->snd_nxt) {
-        fail_slot(p, c->inflight[c->snd_una % MCP_MAX_WINDOW], err);
-        c->snd_una++;
+        mcp_fw_fail_slot(img, c->inflight[c->snd_una % MCP_MAX_WINDOW], err);
+        MCP_STORE(c->snd_una, c->snd_una + 1);
     }
     while (c->q_head != MCP_NIL) {
         uint32_t id = c->q_head;
-        c->q_head = mcp_sslot(p->img, id)->next;
-        fail_slot(p, id, err);
+        uint32_t next = mcp_sslot(img, id)->next;
+        mcp_fw_fail_slot(img, id, err);
+        MCP_STORE(c->q_head, next);
     }
-    uint64_t last_rx = c->last_rx_ns;
-    memset(c, 0, offsetof(struct mcp_conn, inflight));
-    c->q_head = c->q_tail = MCP_NIL;
-    c->last_rx_ns = last_rx;
+    mcp_fw_conn_clear(img, c, j.t);
+    mcp_jr_end(img);
 }
 
-/* Choose our connection id and initial sequence number. */
+/* Choose our connection id and initial sequence number (c is CLOSED: nothing in flight). */
 static void conn_open(struct pass *p, struct mcp_conn *c)
 {
-    c->state = MCP_CONN_OPEN;
-    c->local_cid = new_cid(p);
-    c->iss = (uint8_t)rng_next(p->img);
-    c->snd_una = c->snd_nxt = c->snd_tx = c->iss;
-    c->confirmed = 0;
-    c->rto_us = p->img->cfg.rto_us;
+    struct mcp_image *img = p->img;
+    uint32_t cid = new_cid(p);
+    uint8_t iss = (uint8_t)rng_next(img);
+    struct mcp_journal j = {.op = MCP_J_OPEN, .node = mcp_conn_node(img, c), .a = cid, .b = iss};
+
+    mcp_jr_begin(img, &j);
+    MCP_STORE(c->state, (uint32_t)MCP_CONN_OPEN);
+    MCP_STORE(c->local_cid, cid);
+    MCP_STORE(c->iss, iss);
+    MCP_STORE(c->snd_una, iss);
+    MCP_STORE(c->snd_nxt, iss);
+    MCP_STORE(c->snd_tx, iss);
+    MCP_STORE(c->confirmed, 0);
+    MCP_STORE(c->rto_us, img->cfg.rto_us);
+    mcp_jr_end(img);
+}
+
+/* The peer's connection id and initial sequence number (SYN, SYNACK). */
+static void conn_learn(struct pass *p, struct mcp_conn *c, uint32_t cid, uint8_t seq)
+{
+    struct mcp_image *img = p->img;
+    struct mcp_journal j = {.op = MCP_J_LEARN, .node = mcp_conn_node(img, c), .a = cid, .b = seq};
+
+    mcp_jr_begin(img, &j);
+    MCP_STORE(c->peer_cid, cid);
+    MCP_STORE(c->rcv_nxt, seq);
+    MCP_STORE(c->have_peer, 1);
+    MCP_STORE(c->ack_pending, 0);
+    MCP_STORE(c->nack_valid, 0);
+    mcp_jr_end(img);
 }
 
 /* ---- transmitting ------------------------------------------------------------------------ */
@@ -190,7 +271,7 @@ static void send_ack(struct pass *p, uint16_t node, struct mcp_conn *c)
     hdr_init(p, &h, MCP_FT_ACK, node, c);
     if (!send_ctrl(p, &h)) {
         p->cnt->tx_ack++;
-        c->ack_pending = 0;
+        MCP_STORE(c->ack_pending, 0);
     }
 }
 
@@ -202,10 +283,10 @@ static void send_nack(struct pass *p, uint16_t node, struct mcp_conn *c, uint8_t
     h.flags |= flags;
     if (!send_ctrl(p, &h)) {
         p->cnt->tx_nack++;
-        c->nack_valid = 1;
-        c->nack_seq = c->rcv_nxt;
-        c->nack_ns = p->now;
-        c->ack_pending = 0; /* the NACK carries the cumulative ACK too */
+        MCP_STORE(c->nack_valid, 1);
+        MCP_STORE(c->nack_seq, c->rcv_nxt);
+        MCP_STORE(c->nack_ns, p->now);
+        MCP_STORE(c->ack_pending, 0); /* the NACK carries the cumulative ACK too */
     }
 }
 
@@ -234,28 +315,30 @@ static int send_data(struct pass *p, uint16_t node, struct mcp_conn *c, uint32_t
     hdr_init(p, &h, MCP_FT_DATA, node, c);
     h.seq = s->seq;
     h.len = (uint16_t)s->len;
+    MCP_STORE_POINT();
     mcp_wire_put(f, &h);
     mcp_wire_seal(f, MCP_WIRE_HDR + s->len);
     int rc = link_tx(p, node, f, MCP_WIRE_HDR + s->len);
     if (rc)
         return rc == -EAGAIN ? -EAGAIN : rc;
-    c->ack_pending = 0;
-    s->tx_ns = p->now;
+    MCP_STORE(c->ack_pending, 0);
+    MCP_STORE(s->tx_ns, p->now);
     if (!c->rto_deadline)
-        c->rto_deadline = p->now + US(c->rto_us);
+        MCP_STORE(c->rto_deadline, p->now + US(c->rto_us));
     return 0;
 }
 
 /* Go back N: every slot from seq on is marked for retransmission. */
 static void go_back_n(struct pass *p, struct mcp_conn *c, uint8_t seq)
 {
+    /* Not journalled: the state of an in-flight slot follows from snd_tx (repair). */
     for (uint8_t q = seq; q != c->snd_nxt; q++)
-        MCP_STORE_REL(&mcp_sslot(p->img, c->inflight[q % MCP_MAX_WINDOW])->state,
-                      (uint32_t)MCP_SLOT_RETRANSMIT);
-    c->snd_tx = seq;
-    c->gbn_valid = 1;
-    c->gbn_seq = seq;
-    c->gbn_ns = p->now;
+        MCP_RELEASE(&mcp_sslot(p->img, c->inflight[q % MCP_MAX_WINDOW])->state,
+                    (uint32_t)MCP_SLOT_RETRANSMIT);
+    MCP_STORE(c->snd_tx, seq);
+    MCP_STORE(c->gbn_valid, 1);
+    MCP_STORE(c->gbn_seq, seq);
+    MCP_STORE(c->gbn_ns, p->now);
 }
 
 /* Timers of one peer: retransmission timeout, SYN resend, dead peer. */
@@ -278,13 +361,13 @@ static void peer_timers(struct pass *p, uint16_t node, struct mcp_conn *c)
     } else if (c->confirmed && c->snd_una != c->snd_nxt) {
         p->cnt->timeouts++;
         go_back_n(p, c, c->snd_una);
-        c->retx_after_ns = 0;
+        MCP_STORE(c->retx_after_ns, 0);
     } else {
-        c->rto_deadline = 0;
+        MCP_STORE(c->rto_deadline, 0);
         return;
     }
-    c->rto_us = c->rto_us * 2 > cfg->rto_max_us ? cfg->rto_max_us : c->rto_us * 2;
-    c->rto_deadline = p->now + US(c->rto_us);
+    MCP_STORE(c->rto_us, c->rto_us * 2 > cfg->rto_max_us ? cfg->rto_max_us : c->rto_us * 2);
+    MCP_STORE(c->rto_deadline, p->now + US(c->rto_us));
 }
 
 /* Run one peer: timers, opening, retransmissions, new data, ACK. Returns 1 if still active. */
@@ -301,8 +384,8 @@ static int peer_run(struct pass *p, uint16_t node)
      * connection the peer opened (we answered its SYN) as well as our own. */
     if (has_pending_send(c) && !c->confirmed && !c->rto_deadline) {
         send_syn(p, node, c, MCP_FT_SYN);
-        c->syn_ns = p->now;
-        c->rto_deadline = p->now + US(c->rto_us);
+        MCP_STORE(c->syn_ns, p->now);
+        MCP_STORE(c->rto_deadline, p->now + US(c->rto_us));
     }
     if (c->confirmed) {
         if (c->snd_tx != c->snd_nxt && p->now >= c->retx_after_ns) {
@@ -315,31 +398,48 @@ static int peer_run(struct pass *p, uint16_t node)
                     conn_reset(p, c, rc);
                     return 0;
                 }
-                MCP_STORE_REL(&mcp_sslot(img, id)->state, (uint32_t)MCP_SLOT_INTRANSIT);
+                MCP_RELEASE(&mcp_sslot(img, id)->state, (uint32_t)MCP_SLOT_INTRANSIT);
                 p->cnt->tx_retx++;
-                c->snd_tx++;
+                MCP_STORE(c->snd_tx, c->snd_tx + 1);
             }
         }
         while (c->snd_tx == c->snd_nxt && c->q_head != MCP_NIL &&
                inflight_count(c) < img->cfg.window) {
             uint32_t id = c->q_head;
             struct mcp_send_slot *s = mcp_sslot(img, id);
-            s->seq = c->snd_nxt;
+            MCP_STORE(s->seq, c->snd_nxt);
             int rc = send_data(p, node, c, id);
             if (rc == -EAGAIN)
                 break;
-            c->q_head = s->next;
-            if (c->q_head == MCP_NIL)
-                c->q_tail = MCP_NIL;
+            uint32_t next = s->next;
             if (rc) { /* this frame cannot go (no route, too long): fail it alone */
-                fail_slot(p, id, rc);
+                struct mcp_journal j = {
+                    .op = MCP_J_QFAIL, .node = node, .slot = id, .c = next, .err = rc};
+                mcp_jr_begin(img, &j);
+                mcp_fw_fail_slot(img, id, rc);
+                MCP_STORE(c->q_head, next);
+                if (next == MCP_NIL)
+                    MCP_STORE(c->q_tail, MCP_NIL);
+                mcp_jr_end(img);
                 continue;
             }
-            c->inflight[c->snd_nxt % MCP_MAX_WINDOW] = id;
-            c->snd_nxt++;
-            c->snd_tx = c->snd_nxt;
-            MCP_STORE_REL(&s->state, (uint32_t)MCP_SLOT_INTRANSIT);
-            p->cnt->tx_data++;
+            /* The frame may be on the wire: a repair completes this step. */
+            struct mcp_journal j = {.op = MCP_J_SEND,
+                                    .node = node,
+                                    .slot = id,
+                                    .a = c->snd_nxt,
+                                    .c = next,
+                                    .cnt = p->cnt->tx_data};
+            mcp_jr_begin(img, &j);
+            MCP_STORE(c->q_head, next);
+            if (next == MCP_NIL)
+                MCP_STORE(c->q_tail, MCP_NIL);
+            MCP_STORE(c->inflight[c->snd_nxt % MCP_MAX_WINDOW], id);
+            MCP_STORE(c->snd_nxt, c->snd_nxt + 1);
+            MCP_STORE(c->snd_tx, c->snd_nxt);
+            MCP_RELEASE(&s->state, (uint32_t)MCP_SLOT_INTRANSIT);
+            MCP_STORE(p->cnt->tx_data, p->cnt->tx_data + 1);
+            mcp_jr_end(img);
         }
     }
     if (c->ack_pending && (c->ack_pending >= (img->cfg.window + 1) / 2 || p->now >= c->ack_due_ns))
@@ -365,24 +465,40 @@ static void take_context(struct pass *p, unsigned ci)
     while (cx->accept != head) {
         uint32_t id = ci * cfg->send_slots + cx->accept % cfg->send_slots;
         struct mcp_send_slot *s = mcp_sslot(img, id);
-        cx->accept++;
+        uint16_t dst = s->dst;
+        struct mcp_journal j = {
+            .op = MCP_J_TAKE, .ctx = (uint16_t)ci, .slot = id, .a = cx->accept, .err = -EINVAL};
         p->work++;
-        if (s->dst >= cfg->max_nodes || s->dst == cfg->node_id || s->len > cfg->slot_size) {
-            fail_slot(p, id, -EINVAL);
+        if (dst >= cfg->max_nodes || dst == cfg->node_id || s->len > cfg->slot_size) {
+            j.c = 1; /* failed at once; the slot is the firmware's from `taken` on */
+            mcp_jr_begin(img, &j);
+            MCP_STORE(cx->accept, cx->accept + 1);
+            MCP_STORE(s->taken, 1);
+            mcp_fw_fail_slot(img, id, -EINVAL);
+            mcp_jr_end(img);
             continue;
         }
-        struct mcp_conn *c = mcp_conn(img, s->dst);
-        if (!has_pending_send(c))
-            c->wait_since_ns = p->now;
-        s->next = MCP_NIL;
-        s->error = 0;
-        s->taken = 1;
-        if (c->q_tail == MCP_NIL)
-            c->q_head = id;
+        struct mcp_conn *c = mcp_conn(img, dst);
+        j.node = dst;
+        j.b = c->q_tail;
+        if (!has_pending_send(c)) {
+            j.c = 2; /* the connection starts waiting now */
+            j.t = p->now;
+        }
+        mcp_jr_begin(img, &j);
+        MCP_STORE(cx->accept, cx->accept + 1);
+        if (j.c == 2)
+            MCP_STORE(c->wait_since_ns, j.t);
+        MCP_STORE(s->next, MCP_NIL);
+        MCP_STORE(s->error, 0);
+        MCP_STORE(s->taken, 1);
+        if (j.b == MCP_NIL)
+            MCP_STORE(c->q_head, id);
         else
-            mcp_sslot(img, c->q_tail)->next = id;
-        c->q_tail = id;
-        activate(p, s->dst);
+            MCP_STORE(mcp_sslot(img, j.b)->next, id);
+        MCP_STORE(c->q_tail, id);
+        activate(p, dst);
+        mcp_jr_end(img);
     }
     if (state != MCP_CTX_CLOSING)
         return;
@@ -391,23 +507,29 @@ static void take_context(struct pass *p, unsigned ci)
      * full ring the slot at head is the oldest posted send, taken and still queued.) */
     struct mcp_send_slot *next = mcp_sslot(img, ci * cfg->send_slots + head % cfg->send_slots);
     if (MCP_LOAD_ACQ(&next->state) == MCP_SLOT_READY && !next->taken)
-        MCP_STORE_REL(&next->state, (uint32_t)MCP_SLOT_IDLE);
+        MCP_RELEASE(&next->state, (uint32_t)MCP_SLOT_IDLE);
     for (uint32_t i = 0; i < cfg->send_slots; i++)
         if (MCP_LOAD_ACQ(&mcp_sslot(img, ci * cfg->send_slots + i)->state) != MCP_SLOT_IDLE)
             return;
+    /* a repair sets the bit again if the context is not FREE yet */
+    MCP_STORE_POINT();
     __atomic_and_fetch(&img->ctx_mask, ~(1ull << ci), __ATOMIC_ACQ_REL);
-    MCP_STORE_REL(&cx->state, (uint32_t)MCP_CTX_FREE);
+    MCP_RELEASE(&cx->state, (uint32_t)MCP_CTX_FREE);
 }
 
 /* ---- receiving ---------------------------------------------------------------------------- */
 
+/* Not journalled: the free stack and the receive slot states follow from the ready FIFO. */
 static void rx_release(struct mcp_image *img, uint32_t r)
 {
     uint32_t *free_stack = MCP_AT(img, img->off_rx_free);
-    mcp_rslot(img, r)->state = MCP_SLOT_IDLE;
-    free_stack[img->rx_free_top++] = r;
+    MCP_STORE(mcp_rslot(img, r)->state, (uint32_t)MCP_SLOT_IDLE);
+    MCP_STORE(free_stack[img->rx_free_top], r);
+    MCP_STORE(img->rx_free_top, img->rx_free_top + 1);
 }
 
+/* Release the slots before ack.  Journalled; a repair completes it (the host may have reused a
+ * released slot already). */
 static void ack_in(struct pass *p, struct mcp_conn *c, uint8_t ack, int standalone)
 {
     int n = mcp_seq_diff(ack, c->snd_una);
@@ -422,17 +544,25 @@ static void ack_in(struct pass *p, struct mcp_conn *c, uint8_t ack, int standalo
         p->cnt->ack_bad++;
         return;
     }
+    struct mcp_image *img = p->img;
+    struct mcp_journal j = {.op = MCP_J_ACK,
+                            .node = mcp_conn_node(img, c),
+                            .a = c->snd_una,
+                            .b = ack,
+                            .t = ack != c->snd_nxt ? p->now + US(img->cfg.rto_us) : 0};
+    mcp_jr_begin(img, &j);
     for (int k = 0; k < n; k++) {
         struct mcp_send_slot *s =
-            mcp_sslot(p->img, c->inflight[(uint8_t)(c->snd_una + k) % MCP_MAX_WINDOW]);
-        s->taken = 0;
-        MCP_STORE_REL(&s->state, (uint32_t)MCP_SLOT_IDLE);
+            mcp_sslot(img, c->inflight[(uint8_t)(c->snd_una + k) % MCP_MAX_WINDOW]);
+        MCP_STORE(s->taken, 0);
+        MCP_RELEASE(&s->state, (uint32_t)MCP_SLOT_IDLE);
     }
-    c->snd_una = ack;
+    MCP_STORE(c->snd_una, ack);
     if (mcp_seq_diff(c->snd_tx, c->snd_una) < 0)
-        c->snd_tx = c->snd_una;
-    c->rto_us = p->img->cfg.rto_us;
-    c->rto_deadline = c->snd_una != c->snd_nxt ? p->now + US(c->rto_us) : 0;
+        MCP_STORE(c->snd_tx, c->snd_una);
+    MCP_STORE(c->rto_us, img->cfg.rto_us);
+    MCP_STORE(c->rto_deadline, j.t);
+    mcp_jr_end(img);
     p->work++;
 }
 
@@ -450,8 +580,8 @@ static void nack_in(struct pass *p, struct mcp_conn *c, const struct mcp_wire_hd
     }
     go_back_n(p, c, seq);
     if (h->flags & MCP_FLAG_NOBUF)
-        c->retx_after_ns = p->now + US(cfg->nobuf_backoff_us);
-    c->rto_deadline = p->now + US(c->rto_us);
+        MCP_STORE(c->retx_after_ns, p->now + US(cfg->nobuf_backoff_us));
+    MCP_STORE(c->rto_deadline, p->now + US(c->rto_us));
 }
 
 /* Returns 1 if the receive slot r now holds accepted data (READY), 0 if it is to be freed. */
@@ -464,8 +594,8 @@ static int data_in(struct pass *p, uint16_t node, struct mcp_conn *c, const stru
     if (d < 0) { /* DATA <: our ACK was lost or late: ACK again at once */
         p->cnt->rx_dup++;
         if (!c->ack_pending)
-            c->ack_pending = 1;
-        c->ack_due_ns = p->now;
+            MCP_STORE(c->ack_pending, 1);
+        MCP_STORE(c->ack_due_ns, p->now);
         return 0;
     }
     if (d > 0) { /* DATA >: data before it was lost: NACK, once per gap per interval */
@@ -480,26 +610,39 @@ static int data_in(struct pass *p, uint16_t node, struct mcp_conn *c, const stru
         send_nack(p, node, c, MCP_FLAG_NOBUF);
         return 0;
     }
+    /* Journalled; a repair undoes it: the frame is not acknowledged, the peer sends it again. */
     struct mcp_recv_slot *rs = mcp_rslot(img, r);
     uint32_t *ready = MCP_AT(img, img->off_rx_ready);
-    rs->state = MCP_SLOT_READY;
-    rs->len = h->len;
-    rs->src = node;
-    ready[img->rx_ready_tail++ % img->cfg.recv_slots] = r;
-    c->rcv_nxt++;
-    c->nack_valid = 0;
+    uint32_t tail = img->rx_ready_tail;
+    struct mcp_journal j = {.op = MCP_J_ACCEPT,
+                            .node = node,
+                            .slot = r,
+                            .a = c->rcv_nxt | (uint32_t)c->ack_pending << 8 |
+                                 (uint32_t)c->nack_valid << 16,
+                            .b = tail,
+                            .t = c->ack_due_ns,
+                            .cnt = p->cnt->rx_data};
+    mcp_jr_begin(img, &j);
+    MCP_STORE(rs->state, (uint32_t)MCP_SLOT_READY);
+    MCP_STORE(rs->len, h->len);
+    MCP_STORE(rs->src, node);
+    MCP_STORE(ready[tail % img->cfg.recv_slots], r);
+    MCP_STORE(img->rx_ready_tail, tail + 1);
+    MCP_STORE(c->rcv_nxt, c->rcv_nxt + 1);
+    MCP_STORE(c->nack_valid, 0);
     if (!c->ack_pending)
-        c->ack_due_ns = p->now + US(img->cfg.ack_delay_us);
+        MCP_STORE(c->ack_due_ns, p->now + US(img->cfg.ack_delay_us));
     if (c->ack_pending < 255)
-        c->ack_pending++;
-    p->cnt->rx_data++;
+        MCP_STORE(c->ack_pending, c->ack_pending + 1);
+    MCP_STORE(p->cnt->rx_data, p->cnt->rx_data + 1);
+    mcp_jr_end(img);
     return 1;
 }
 
 static void syn_in(struct pass *p, uint16_t node, struct mcp_conn *c, const struct mcp_wire_hdr *h)
 {
     if (c->have_peer && h->src_cid == c->peer_cid) { /* duplicate SYN: answer again */
-        c->last_rx_ns = p->now;
+        MCP_STORE(c->last_rx_ns, p->now);
         send_syn(p, node, c, MCP_FT_SYNACK);
         return;
     }
@@ -514,12 +657,8 @@ static void syn_in(struct pass *p, uint16_t node, struct mcp_conn *c, const stru
     }
     if (c->state == MCP_CONN_CLOSED)
         conn_open(p, c);
-    c->peer_cid = h->src_cid;
-    c->rcv_nxt = h->seq;
-    c->have_peer = 1;
-    c->ack_pending = 0;
-    c->nack_valid = 0;
-    c->last_rx_ns = p->now;
+    conn_learn(p, c, h->src_cid, h->seq);
+    MCP_STORE(c->last_rx_ns, p->now);
     send_syn(p, node, c, MCP_FT_SYNACK);
     activate(p, node);
 }
@@ -532,15 +671,12 @@ static void synack_in(struct pass *p, uint16_t node, struct mcp_conn *c,
         p->cnt->stale++;
         return;
     }
-    if (!c->have_peer) {
-        c->peer_cid = h->src_cid;
-        c->rcv_nxt = h->seq;
-        c->have_peer = 1;
-    }
-    c->confirmed = 1;
-    c->last_rx_ns = p->now;
-    c->rto_us = p->img->cfg.rto_us;
-    c->rto_deadline = 0;
+    if (!c->have_peer)
+        conn_learn(p, c, h->src_cid, h->seq);
+    MCP_STORE(c->last_rx_ns, p->now);
+    MCP_STORE(c->confirmed, 1);
+    MCP_STORE(c->rto_us, p->img->cfg.rto_us);
+    MCP_STORE(c->rto_deadline, 0);
     activate(p, node);
 }
 
@@ -602,10 +738,10 @@ static int frame_in(struct pass *p, uint32_t r, uint32_t flen)
         p->cnt->stale++;
         return 0;
     }
-    c->last_rx_ns = p->now;
+    MCP_STORE(c->last_rx_ns, p->now);
     if (!c->confirmed) {
-        c->confirmed = 1;
-        c->rto_deadline = 0;
+        MCP_STORE(c->confirmed, 1);
+        MCP_STORE(c->rto_deadline, 0);
     }
     activate(p, h.src_node);
     if (h.flags & MCP_FLAG_ACK)
@@ -638,8 +774,9 @@ static void receive(struct pass *p)
     if (n > img->cfg.rx_batch)
         n = img->cfg.rx_batch;
     for (uint32_t i = 0; i < n; i++) {
-        slots[i] = free_stack[--img->rx_free_top];
-        mcp_rslot(img, slots[i])->state = MCP_SLOT_INTRANSIT;
+        MCP_STORE(img->rx_free_top, img->rx_free_top - 1);
+        slots[i] = free_stack[img->rx_free_top];
+        MCP_STORE(mcp_rslot(img, slots[i])->state, (uint32_t)MCP_SLOT_INTRANSIT);
         bufs[i] = mcp_rframe(img, slots[i]);
     }
     int got = lanai_rx(p->nic->link, bufs, img->frame_stride, lens, (int)n);
@@ -668,19 +805,30 @@ static void deliver(struct pass *p)
                 p->cnt->hostq_full++;
             break;
         }
+        /* Journalled: undone by a repair if the entry never became full, completed if the
+         * host may have seen it. */
         uint32_t r = ready[img->rx_ready_head % cfg->recv_slots];
         struct mcp_recv_slot *rs = mcp_rslot(img, r);
+        struct mcp_journal j = {.op = MCP_J_DELIVER,
+                                .slot = r,
+                                .a = img->hostq_head,
+                                .b = img->rx_ready_head,
+                                .cnt = p->cnt->delivered};
+        mcp_jr_begin(img, &j);
+        MCP_STORE_POINT();
         memcpy(mcp_hostq_data(img, q), mcp_rframe(img, r) + MCP_WIRE_HDR, rs->len);
-        e->src = rs->src;
-        e->len = rs->len;
-        MCP_STORE_REL(&e->full, 1u);
-        img->hostq_head++;
-        img->rx_ready_head++;
+        MCP_STORE(e->src, rs->src);
+        MCP_STORE(e->len, rs->len);
+        MCP_RELEASE(&e->full, 1u);
+        MCP_STORE(img->hostq_head, j.a + 1);
+        MCP_STORE(img->rx_ready_head, j.b + 1);
         rx_release(img, r);
-        p->cnt->delivered++;
+        MCP_STORE(p->cnt->delivered, p->cnt->delivered + 1);
+        mcp_jr_end(img);
         moved++;
     }
     if (moved) {
+        MCP_STORE_POINT();
         __atomic_add_fetch(&img->rx_event, 1u, __ATOMIC_RELEASE);
         p->work += moved;
     }
@@ -700,7 +848,7 @@ static void run_peers(struct pass *p)
             unsigned b = (unsigned)__builtin_ctzll(bits);
             bits &= bits - 1;
             if (!peer_run(p, (uint16_t)(w * 64 + b)))
-                act[w] &= ~(1ull << b);
+                MCP_STORE(act[w], act[w] & ~(1ull << b));
         }
     }
 }
@@ -742,6 +890,6 @@ int mcp_poll(struct mcp_nic *nic, uint64_t now_ns)
         run_peers(&p);
         flush(&p);
     }
-    img->polls++;
+    MCP_STORE(img->polls, img->polls + 1);
     return p.work;
 }

@@ -59,6 +59,13 @@ test_unit_test_rdp_edge_LDADD = $(RDP_TEST_LDADD)
 test_unit_test_rdp_malformed_SOURCES = test/unit/test_rdp_malformed.c $(RDP_TEST_FIXTURE)
 test_unit_test_rdp_malformed_CPPFLAGS = $(TEST_CPPFLAGS)
 test_unit_test_rdp_malformed_LDADD = $(RDP_TEST_LDADD)
+# An executor killed at every store of a pass, and mcp_image_repair(): the firmware is compiled
+# into the test with MCP_TEST_HOOKS (every MCP_STORE a kill point), so not from libmcp.la.
+check_PROGRAMS += test/unit/test_mcp_repair
+test_unit_test_mcp_repair_SOURCES = test/unit/test_mcp_repair.c $(RDP_TEST_FIXTURE) \
+	mcp/crc32c.c mcp/mcp_wire.c mcp/mcp_image.c mcp/mcp_rdp.c mcp/mcp_repair.c mcp/mcp_host.c
+test_unit_test_mcp_repair_CPPFLAGS = $(TEST_CPPFLAGS) -DMCP_TEST_HOOKS
+test_unit_test_mcp_repair_LDADD = mcp/link/libmcplink.la common/libpspcommon.la
 # The libFuzzer harness test/fuzz/fuzz_frame.c is built by test/fuzz/run-fuzz itself (clang,
 # sanitizers); test/ is in EXTRA_DIST as a whole.
 # --- end firmware tests ---

@@ -125,24 +125,30 @@ void pulc_area_unmap(struct pulc_area *a)
         munmap(a, a->size);
 }
 
-/* Lock result: a holder that died leaves EOWNERDEAD; take the lock over. */
-static int nic_lock_taken(struct pulc_area *a, int rc)
+/* Lock result: a holder that died leaves EOWNERDEAD; repair the image and take it over. */
+static int nic_lock_taken(struct pulc_area *a, struct mcp_image *img, int rc)
 {
     if (rc == EOWNERDEAD) {
-        /* The holder died inside a firmware pass.  The firmware keeps its state consistent
-         * at every store of a slot state; the image repair (pulc/README.md) comes with the
-         * area's queues. */
+        /* The holder died inside a firmware pass: the image's journal says which step was
+         * cut short; the repair settles it and rebuilds the derived state (mcp/PROTOCOL.md). */
+        int r = mcp_image_repair(img);
         uint64_t n = __atomic_add_fetch(&a->lock_recoveries, 1, __ATOMIC_RELAXED);
-        PSP_WARN("the NIC lock holder died: lock taken over (recovery %llu)",
+        if (r) {
+            PSP_ERROR("the NIC lock holder died and the NIC image cannot be repaired: %s",
+                      strerror(-r));
+            pthread_mutex_unlock(&a->nic_lock); /* not consistent: the lock stays unusable */
+            return -ENOTRECOVERABLE;
+        }
+        PSP_WARN("the NIC lock holder died: image repaired, lock taken over (recovery %llu)",
                  (unsigned long long)n);
         rc = pthread_mutex_consistent(&a->nic_lock);
     }
     return -rc;
 }
 
-int pulc_nic_lock(struct pulc_area *a)
+int pulc_nic_lock(struct pulc_area *a, struct mcp_image *img)
 {
-    return nic_lock_taken(a, pthread_mutex_lock(&a->nic_lock));
+    return nic_lock_taken(a, img, pthread_mutex_lock(&a->nic_lock));
 }
 
 void pulc_nic_unlock(struct pulc_area *a)
@@ -160,7 +166,7 @@ int pulc_nic_pass_try(struct pulc_area *a, struct mcp_nic *nic, int try_only)
     int rc = try_only ? pthread_mutex_trylock(&a->nic_lock) : pthread_mutex_lock(&a->nic_lock);
     if (rc == EBUSY && try_only)
         return 0; /* another executor is running the firmware right now */
-    rc = nic_lock_taken(a, rc);
+    rc = nic_lock_taken(a, nic->img, rc);
     if (rc)
         return rc;
     uint32_t *event = &nic->img->rx_event;

@@ -9,6 +9,8 @@
 #define PSPORT_PULC_AREA_H
 
 #include <pthread.h>
+
+struct mcp_image;
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,11 +100,12 @@ struct pulc_area *pulc_area_map(int fd, char *err, size_t errlen);
 void pulc_area_unmap(struct pulc_area *a);
 
 /*
- * Take the NIC lock.  A holder that died leaves the lock "owner dead": it is taken over,
- * marked consistent, counted in lock_recoveries and logged.  Returns 0, or -ENOTRECOVERABLE
- * (or another negative errno) when the lock cannot be taken.
+ * Take the NIC lock of the image img.  A holder that died leaves the lock "owner dead": img
+ * is repaired (mcp_image_repair), the lock marked consistent, counted in lock_recoveries and
+ * logged.  Returns 0, or -ENOTRECOVERABLE (or another negative errno) when the lock cannot be
+ * taken or the image not repaired.
  */
-int pulc_nic_lock(struct pulc_area *a);
+int pulc_nic_lock(struct pulc_area *a, struct mcp_image *img);
 
 struct mcp_nic;
 

@@ -171,7 +171,7 @@ int main(int argc, char **argv)
         for (;;)
             pause();
     } else if (strcmp(argv[1], "lockdie") == 0) {
-        rc = pulc_nic_lock(h->area);
+        rc = pulc_nic_lock(h->area, h->img);
         printf("holding the NIC lock: %d\n", rc);
         fflush(stdout);
         kill(getpid(), SIGKILL);
