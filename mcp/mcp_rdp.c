@@ -674,9 +674,15 @@ static void synack_in(struct pass *p, uint16_t node, struct mcp_conn *c,
     if (!c->have_peer)
         conn_learn(p, c, h->src_cid, h->seq);
     MCP_STORE(c->last_rx_ns, p->now);
-    MCP_STORE(c->confirmed, 1);
-    MCP_STORE(c->rto_us, p->img->cfg.rto_us);
-    MCP_STORE(c->rto_deadline, 0);
+    if (!c->confirmed) {
+        /* The SYN's timer stops; data (sent only from now on) arms its own.  A duplicate
+         * SYNACK (the answer to a retransmitted SYN) must not touch the timer: data may be in
+         * flight, and without a deadline a lost ACK would stall the connection until the
+         * peer is declared dead. */
+        MCP_STORE(c->confirmed, 1);
+        MCP_STORE(c->rto_us, p->img->cfg.rto_us);
+        MCP_STORE(c->rto_deadline, 0);
+    }
     activate(p, node);
 }
 

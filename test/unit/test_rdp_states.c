@@ -172,6 +172,32 @@ TEST(send_intransit_to_retransmit_on_nack_then_resent)
     fx_fini(&f);
 }
 
+/* A SYNACK answering a retransmitted SYN can arrive after data went out: it must leave the
+ * retransmission timer alone, or a lost ACK stalls the connection until the peer is declared
+ * dead (seen on the udp link with 5% loss). */
+TEST(duplicate_synack_keeps_the_retransmission_timer)
+{
+    struct mcp_config c;
+    struct fx f;
+    struct frame fr[8];
+    cfg_default(&c);
+    if (fx_init(&f, &c, 0) && dut_open(&f, 3)) {
+        step(&f, US);
+        inject_ctrl(&f, MCP_FT_SYNACK, PCID, f.lcid, PISS, 0, 0); /* the duplicate */
+        step(&f, US);
+        STATES(&f, IT, IT, IT);
+        COUNTERS(&f, "rx_frames=1 rx_ctrl=?");
+        /* no ACK comes: after the timeout the three go out again */
+        step(&f, c.rto_us * US);
+        int n = take_frames(&f, fr, 8);
+        if (CHECK(n == 3, "%d frames resent after the timeout (0: the timer was lost)", n))
+            for (unsigned i = 0; i < 3; i++)
+                DATA_IS(&f, fr[i], i, (uint8_t)(f.liss + i));
+        COUNTERS(&f, "timeouts=1 tx_retx=3 tx_busy=?");
+    }
+    fx_fini(&f);
+}
+
 TEST(send_intransit_to_retransmit_on_timeout_then_resent)
 {
     struct mcp_config c;
