@@ -87,17 +87,17 @@ struct pulc_msg {
     int32_t direct_pid;
     int32_t direct_err; /* negative errno of the reader's copy */
     uint64_t direct_addr;
-    /* direct, SHARED: reader and writer both copy chunks of PULC_SHARE_CHUNK bytes (one
-     * copy per byte, on two cores) until copied == recv_len */
+    /* direct, SHARED: reader and writer both copy chunks (one copy per byte, on two cores)
+     * until copied == recv_len */
     int32_t recv_pid;
     uint32_t recv_len;
     uint64_t recv_addr;
     uint32_t chunk_next; /* atomic: next chunk to take */
     uint32_t copied;     /* atomic: bytes copied by both */
     int32_t copy_err;    /* first failure of either side (negative errno) */
-    uint32_t pad_copy;
-    uint64_t seq;    /* arrival number (area->seq) */
-    uint64_t rx_tag; /* the host queue frame that queued it (area->rx_count), or ~0 */
+    uint32_t chunk;      /* bytes per chunk */
+    uint64_t seq;        /* arrival number (area->seq) */
+    uint64_t rx_tag;     /* the host queue frame that queued it (area->rx_count), or ~0 */
     uint8_t xhdr[PULC_XHDR_MAX];
 };
 

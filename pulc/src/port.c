@@ -521,9 +521,11 @@ static int take(struct pulc_area *a, PSP_Request *r)
     return 0;
 }
 
-/* Direct messages from PULC_SHARE_MIN bytes are copied by reader and writer together. */
+/* Direct messages from PULC_SHARE_MIN bytes are copied by reader and writer together, in
+ * four chunks of at least PULC_SHARE_CHUNK (fewer, larger calls copy faster here: 4 MiB went
+ * 16 GB/s with 128 KiB chunks, 18-20 GB/s with 1 MiB ones). */
 #define PULC_SHARE_MIN   (256u << 10)
-#define PULC_SHARE_CHUNK (128u << 10)
+#define PULC_SHARE_CHUNK (64u << 10)
 
 /*
  * Copy chunks of a SHARED direct message until none is left: the reader pulls
@@ -531,13 +533,13 @@ static int take(struct pulc_area *a, PSP_Request *r)
  */
 static void copy_chunks(struct pulc_msg *m, int writer, const uint8_t *sbuf)
 {
-    uint32_t n = m->recv_len;
+    uint32_t n = m->recv_len, chunk = m->chunk;
     for (;;) {
         uint32_t c = __atomic_fetch_add(&m->chunk_next, 1, __ATOMIC_ACQ_REL);
-        uint64_t off = (uint64_t)c * PULC_SHARE_CHUNK;
+        uint64_t off = (uint64_t)c * chunk;
         if (off >= n)
             return;
-        uint32_t len = n - off < PULC_SHARE_CHUNK ? (uint32_t)(n - off) : PULC_SHARE_CHUNK;
+        uint32_t len = n - off < chunk ? (uint32_t)(n - off) : chunk;
         uint32_t got = 0;
         while (got < len) {
             ssize_t k;
@@ -568,8 +570,7 @@ static void help_copy(struct pulc_area *a, PSP_Request *r)
 {
     struct pulc_msg *m = pulc_msg_at(a, r->p_msg);
     if (!(__atomic_load_n(&m->flags, __ATOMIC_ACQUIRE) & PULC_MSG_SHARED) ||
-        (uint64_t)__atomic_load_n(&m->chunk_next, __ATOMIC_ACQUIRE) * PULC_SHARE_CHUNK >=
-            m->recv_len)
+        (uint64_t)__atomic_load_n(&m->chunk_next, __ATOMIC_ACQUIRE) * m->chunk >= m->recv_len)
         return;
     copy_chunks(m, 1, r->p_sbuf);
 }
@@ -590,6 +591,7 @@ static void take_direct(struct pulc_proc *P, PSP_Port *port, PSP_Request *r)
         m->recv_pid = (int32_t)getpid();
         m->recv_addr = (uint64_t)(uintptr_t)r->p_rbuf;
         m->recv_len = n;
+        m->chunk = (n / 4 + PULC_SHARE_CHUNK - 1) / PULC_SHARE_CHUNK * PULC_SHARE_CHUNK;
         m->chunk_next = 0;
         m->copied = 0;
         m->copy_err = 0;
