@@ -52,9 +52,26 @@ void pulc_area_format_tables(struct pulc_area *a, const struct pulc_area_cfg *cf
     a->area_repairs = 0;
 }
 
+/* A hint to the core that we spin (x86: pause). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 int pulc_area_lock(struct pulc_area *a)
 {
-    int rc = pthread_mutex_lock(&a->area_lock);
+    /* Hold times are short: spin a little before sleeping in the kernel (a robust mutex
+     * does not spin by itself, and a futex sleep and wake-up cost microseconds here). */
+    int rc = EBUSY;
+    for (int spin = 0; spin < 256 && rc == EBUSY; spin++) {
+        rc = pthread_mutex_trylock(&a->area_lock);
+        if (rc == EBUSY)
+            cpu_relax();
+    }
+    if (rc == EBUSY)
+        rc = pthread_mutex_lock(&a->area_lock);
     if (rc == EOWNERDEAD) {
         unsigned moved = pulc_area_repair(a);
         uint64_t n = __atomic_add_fetch(&a->area_repairs, 1, __ATOMIC_RELAXED);

@@ -462,7 +462,12 @@ int PSP_IReceive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t 
     req->p_msg = PULC_NONE;
     req->p_state = PULC_RQ_RECV_POSTED;
     rq_append(&port->rq_head, &port->rq_tail, req);
-    port->seen_event--; /* examine the queue for it at the next progress */
+    /* Examine the queue at the next progress only if something is queued: a sender bumps
+     * the event after queuing, so an empty queue seen after reading the event is enough
+     * (and taking the area lock for nothing would collide with the sender's). */
+    struct pulc_port *pt = pulc_port_at(pulc_hal_self()->area, port->idx);
+    uint32_t ev = __atomic_load_n(&pt->event, __ATOMIC_ACQUIRE);
+    port->seen_event = __atomic_load_n(&pt->qhead, __ATOMIC_ACQUIRE) != PULC_NONE ? ev - 1 : ev;
     return 0;
 }
 
