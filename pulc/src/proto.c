@@ -44,8 +44,8 @@ int pulc_hdr_get(const uint8_t *b, uint32_t len, struct pulc_hdr *h)
     return 0;
 }
 
-int pulc_send_error(struct pulc_node *n, uint16_t dst_node, uint16_t dst_port, uint16_t our_port,
-                    uint32_t msg_id, int err)
+/* A notice of one header (no payload) to node dst through n's context: 0 or -EAGAIN. */
+static int send_notice(struct pulc_node *n, uint16_t dst, const struct pulc_hdr *h)
 {
     if (n->ctx < 0)
         return -EAGAIN;
@@ -53,25 +53,25 @@ int pulc_send_error(struct pulc_node *n, uint16_t dst_node, uint16_t dst_port, u
     uint8_t *b = mcp_send_slot(n->img, (unsigned)n->ctx, &slot);
     if (!b)
         return -EAGAIN;
-    struct pulc_hdr h = {PULC_PROTO_ERR, 0, our_port, dst_port, 0, msg_id, (uint32_t)err, 0};
-    pulc_hdr_put(b, &h);
-    mcp_send_post(n->img, (unsigned)n->ctx, slot, dst_node, PULC_HDR_LEN, UINT32_MAX);
-    n->area->err_sent++;
+    pulc_hdr_put(b, h);
+    mcp_send_post(n->img, (unsigned)n->ctx, slot, dst, PULC_HDR_LEN, UINT32_MAX);
     return 0;
+}
+
+int pulc_send_error(struct pulc_node *n, uint16_t dst_node, uint16_t dst_port, uint16_t our_port,
+                    uint32_t msg_id, int err)
+{
+    struct pulc_hdr h = {PULC_PROTO_ERR, 0, our_port, dst_port, 0, msg_id, (uint32_t)err, 0};
+    int rc = send_notice(n, dst_node, &h);
+    if (!rc)
+        n->area->err_sent++;
+    return rc;
 }
 
 int pulc_send_abort(struct pulc_node *n, uint32_t dest, uint16_t src_port, uint32_t msg_id)
 {
-    if (n->ctx < 0)
-        return -EAGAIN;
-    uint32_t slot;
-    uint8_t *b = mcp_send_slot(n->img, (unsigned)n->ctx, &slot);
-    if (!b)
-        return -EAGAIN;
     struct pulc_hdr h = {PULC_PROTO_ABORT, 0, src_port, (uint16_t)dest, 0, msg_id, 0, 0};
-    pulc_hdr_put(b, &h);
-    mcp_send_post(n->img, (unsigned)n->ctx, slot, (uint16_t)(dest >> 16), PULC_HDR_LEN, UINT32_MAX);
-    return 0;
+    return send_notice(n, (uint16_t)(dest >> 16), &h);
 }
 
 /* ---- queued protocols: port-D, port-S, port-M ---- */
