@@ -168,7 +168,7 @@ unsigned pulc_area_repair(struct pulc_area *a)
         pt->qtail = idx[k];
         pt->qlen++;
         m->frag_head = m->frag_tail = PULC_NONE;
-        if (!(m->flags & PULC_MSG_DIRECT))
+        if (!(m->flags & (PULC_MSG_DIRECT | PULC_MSG_INLINE)))
             m->received = m->taken; /* recomputed from the fragments below */
     }
 
@@ -181,7 +181,7 @@ unsigned pulc_area_repair(struct pulc_area *a)
         struct pulc_frag *f = pulc_frag_at(a, i);
         if (f->msg != PULC_NONE &&
             (f->msg >= nm || !msg_queued_ok(a, pulc_msg_at(a, f->msg)) ||
-             (pulc_msg_at(a, f->msg)->flags & PULC_MSG_DIRECT) ||
+             (pulc_msg_at(a, f->msg)->flags & (PULC_MSG_DIRECT | PULC_MSG_INLINE)) ||
              f->off + f->len <= pulc_msg_at(a, f->msg)->taken || f->len == 0)) {
             f->msg = PULC_NONE;
             moved++;
@@ -307,6 +307,12 @@ int pulc_msg_append(struct pulc_area *a, uint32_t i, const void *data, uint32_t 
     uint32_t fs = a->cfg.frag_size;
     if (len == 0)
         return 0;
+    if (m->received == 0 && len == m->total && len <= PULC_INLINE_MAX) {
+        memcpy(m->inl, data, len);
+        m->flags |= PULC_MSG_INLINE;
+        m->received = len;
+        return 0;
+    }
     if ((uint64_t)a->frags_free * fs < len)
         return -ENOBUFS;
     const uint8_t *src = data;
@@ -338,6 +344,13 @@ uint32_t pulc_msg_read(struct pulc_area *a, uint32_t i, void *dst, uint32_t max)
 {
     struct pulc_msg *m = pulc_msg_at(a, i);
     uint32_t got = 0;
+    if (m->flags & PULC_MSG_INLINE) {
+        got = m->received - m->taken < max ? m->received - m->taken : max;
+        if (dst)
+            memcpy(dst, m->inl + m->taken, got);
+        __atomic_store_n(&m->taken, m->taken + got, __ATOMIC_RELEASE);
+        return got;
+    }
     while (got < max && m->frag_head != PULC_NONE) {
         uint32_t fi = m->frag_head;
         struct pulc_frag *f = pulc_frag_at(a, fi);

@@ -23,8 +23,9 @@
 
 #include "area.h"
 
-#define PULC_NONE     0xffffffffu
-#define PULC_XHDR_MAX 256 /* largest extra header of a message */
+#define PULC_NONE       0xffffffffu
+#define PULC_XHDR_MAX   256 /* largest extra header of a message */
+#define PULC_INLINE_MAX 64  /* messages up to this size live in their descriptor */
 
 enum pulc_port_state { PULC_PORT_FREE = 0, PULC_PORT_OPEN = 1 };
 
@@ -68,6 +69,7 @@ enum pulc_msg_state {
 #define PULC_MSG_ABORTED 0x04u /* will never complete (sender restarted or died) */
 #define PULC_MSG_RAW     0x08u /* a rawdata registration (owner direct_pid, buffer direct_addr) */
 #define PULC_MSG_SHARED  0x10u /* direct: the reader published its buffer; both copy chunks */
+#define PULC_MSG_INLINE  0x20u /* the whole payload is in inl[] (no fragments) */
 
 struct pulc_msg {
     uint32_t state; /* enum pulc_msg_state */
@@ -92,12 +94,13 @@ struct pulc_msg {
     int32_t recv_pid;
     uint32_t recv_len;
     uint64_t recv_addr;
-    uint32_t chunk_next; /* atomic: next chunk to take */
-    uint32_t copied;     /* atomic: bytes copied by both */
-    int32_t copy_err;    /* first failure of either side (negative errno) */
-    uint32_t chunk;      /* bytes per chunk */
-    uint64_t seq;        /* arrival number (area->seq) */
-    uint64_t rx_tag;     /* the host queue frame that queued it (area->rx_count), or ~0 */
+    uint32_t chunk_next;          /* atomic: next chunk to take */
+    uint32_t copied;              /* atomic: bytes copied by both */
+    int32_t copy_err;             /* first failure of either side (negative errno) */
+    uint32_t chunk;               /* bytes per chunk */
+    uint64_t seq;                 /* arrival number (area->seq) */
+    uint64_t rx_tag;              /* the host queue frame that queued it (area->rx_count), or ~0 */
+    uint8_t inl[PULC_INLINE_MAX]; /* the payload of an INLINE message */
     uint8_t xhdr[PULC_XHDR_MAX];
 };
 
@@ -128,6 +131,14 @@ static inline struct pulc_frag *pulc_frag_at(struct pulc_area *a, uint32_t i)
 static inline uint8_t *pulc_frag_data(struct pulc_area *a, uint32_t i)
 {
     return (uint8_t *)a + a->off_frag_data + (uint64_t)i * a->cfg.frag_size;
+}
+
+/* Fragments a message of total bytes, arriving with len bytes first, needs for them. */
+static inline uint32_t pulc_frags_needed(const struct pulc_area *a, uint32_t total, uint32_t len)
+{
+    if (len == total && total <= PULC_INLINE_MAX)
+        return 0;
+    return (len + a->cfg.frag_size - 1) / a->cfg.frag_size;
 }
 
 /* Bytes of an area with cfg's tables (header included, page aligned). */
@@ -170,8 +181,9 @@ void pulc_msg_unlink(struct pulc_area *a, uint32_t m);
 
 /*
  * Append len payload bytes at the message's current end (offset m->received) in fragments
- * taken from the free list, tagged rx_tag (~0 for local data).  Returns 0, or -ENOBUFS when not
- * enough fragments are free (nothing appended).
+ * taken from the free list, tagged rx_tag (~0 for local data); a whole message of up to
+ * PULC_INLINE_MAX bytes (m->total set) goes into the descriptor instead.  Returns 0, or -ENOBUFS
+ * when not enough fragments are free (nothing appended).
  */
 int pulc_msg_append(struct pulc_area *a, uint32_t m, const void *data, uint32_t len,
                     uint64_t rx_tag);

@@ -264,7 +264,7 @@ static int try_local(struct pulc_proc *P, PSP_Request *r)
     if (pt->kind != r->p_kind)
         return -EPROTOTYPE;
     int direct = r->len > P->local_direct;
-    uint32_t need = direct ? 0 : (r->len + a->cfg.frag_size - 1) / a->cfg.frag_size;
+    uint32_t need = direct ? 0 : pulc_frags_needed(a, r->len, r->len);
     if (a->msgs_free == 0 || a->frags_free < need)
         return 0;
     uint32_t i = pulc_msg_alloc(a);

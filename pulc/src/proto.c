@@ -146,7 +146,7 @@ static int queue_rx(struct pulc_node *n, uint16_t src_node, const struct pulc_hd
             pt->last_open = PULC_NONE;
             a->aborted++;
         }
-        uint32_t need = (len - h->xlen + a->cfg.frag_size - 1) / a->cfg.frag_size;
+        uint32_t need = pulc_frags_needed(a, h->total, len - h->xlen);
         if (a->msgs_free == 0 || a->frags_free < need) {
             a->rx_stalls++;
             return -EAGAIN;
