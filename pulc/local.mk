@@ -40,14 +40,14 @@ test_unit_pulc_attach_client_abi99_LDFLAGS = -no-install
 
 # Port-D tests against a running psid (test/integration/pulc-ports).
 check_PROGRAMS += test/unit/test_pulc_portd
-test_unit_test_pulc_portd_SOURCES = test/unit/test_pulc_portd.c test/harness.h
+test_unit_test_pulc_portd_SOURCES = test/unit/test_pulc_portd.c test/unit/pulc_test_roles.h test/harness.h
 test_unit_test_pulc_portd_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
 test_unit_test_pulc_portd_LDADD = pulc/libpulc.la
 test_unit_test_pulc_portd_LDFLAGS = -no-install
 
 # Port-S and port-M stream tests against a running psid (like test_pulc_portd).
 check_PROGRAMS += test/unit/test_pulc_streams
-test_unit_test_pulc_streams_SOURCES = test/unit/test_pulc_streams.c test/harness.h
+test_unit_test_pulc_streams_SOURCES = test/unit/test_pulc_streams.c test/unit/pulc_test_roles.h test/harness.h
 test_unit_test_pulc_streams_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
 test_unit_test_pulc_streams_LDADD = pulc/libpulc.la
 test_unit_test_pulc_streams_LDFLAGS = -no-install

@@ -19,6 +19,7 @@
 
 #include "harness.h"
 #include "pulc.h"
+#include "pulc_test_roles.h"
 
 static uint8_t pat(uint32_t msg, uint32_t k)
 {
@@ -100,32 +101,6 @@ static PSP_Port *open_port(int number)
     return p;
 }
 
-/* Where receivers live: the peer node if given, else this node. */
-static uint16_t peer_node(void)
-{
-    const char *s = getenv("PULC_TEST_PEER_NODE");
-    return s ? (uint16_t)atoi(s) : (uint16_t)PSP_GetNodeID();
-}
-
-/* Make this process a receiver: attach to the peer's psid (call before any PSP_* call). */
-static void as_receiver(void)
-{
-    const char *s = getenv("PULC_TEST_PEER_SOCKET");
-    if (s && *s)
-        setenv("PSP_PSID_SOCKET", s, 1);
-}
-
-/* Attach as a sender (to this node) and return the receivers' node. */
-static uint16_t as_sender(void)
-{
-    int rc = PSP_Init();
-    if (rc) {
-        fprintf(stderr, "PSP_Init: %s\n", PSP_StrError(rc));
-        exit(3);
-    }
-    return peer_node();
-}
-
 /* Send, retrying while the receiver has not opened its port yet (local: refused at once). */
 static int send_retry(PSP_Port *p, PSP_PortId dst, const void *x, uint16_t xl, const void *b,
                       uint32_t len)
@@ -137,41 +112,6 @@ static int send_retry(PSP_Port *p, PSP_PortId dst, const void *x, uint16_t xl, c
         usleep(1000);
     }
     return -ECONNREFUSED;
-}
-
-/* Receivers say when their port is open (a remote sender's message to a port not yet open
- * is refused asynchronously, so senders wait for this instead of retrying). */
-static int ready_pipe[2] = {-1, -1};
-
-static void ready_make(void)
-{
-    if (pipe(ready_pipe) != 0)
-        exit(4);
-}
-
-/* The receiver: its port is open; let n senders go. */
-static void ready_post(int n)
-{
-    for (int i = 0; i < n; i++)
-        if (write(ready_pipe[1], "r", 1) != 1)
-            exit(4);
-}
-
-/* A sender: wait until the receiver's port is open. */
-static void ready_wait(void)
-{
-    char c;
-    if (read(ready_pipe[0], &c, 1) != 1)
-        exit(4);
-}
-
-/* Wait for a forked receiver: its exit code (0 ok). */
-static int reap(pid_t pid)
-{
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* ---- every size, local or through the NIC ---- */

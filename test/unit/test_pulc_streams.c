@@ -20,6 +20,7 @@
 
 #include "harness.h"
 #include "pulc.h"
+#include "pulc_test_roles.h"
 
 /* ---- stream content: byte off of stream s, not periodic, so a lost, doubled or reordered
  * piece of any length shows ---- */
@@ -82,79 +83,6 @@ static PSP_Port *open_port(int number, int kind)
         exit(3);
     }
     return p;
-}
-
-/* Where readers live: the peer node if given, else this node. */
-static uint16_t peer_node(void)
-{
-    const char *s = getenv("PULC_TEST_PEER_NODE");
-    return s ? (uint16_t)atoi(s) : (uint16_t)PSP_GetNodeID();
-}
-
-static int remote(void)
-{
-    return getenv("PULC_TEST_PEER_NODE") != NULL;
-}
-
-/* Make this process a reader: attach to the peer's psid (call before any PSP_* call). */
-static void as_reader(void)
-{
-    const char *s = getenv("PULC_TEST_PEER_SOCKET");
-    if (s && *s)
-        setenv("PSP_PSID_SOCKET", s, 1);
-    int rc = PSP_Init();
-    if (rc) {
-        fprintf(stderr, "PSP_Init (reader): %s\n", PSP_StrError(rc));
-        exit(3);
-    }
-}
-
-/* Attach as a writer (to this node) and return the readers' node.  A writer left waiting
- * for a reader that failed ends after two minutes. */
-static uint16_t as_writer(void)
-{
-    alarm(120);
-    int rc = PSP_Init();
-    if (rc) {
-        fprintf(stderr, "PSP_Init: %s\n", PSP_StrError(rc));
-        exit(3);
-    }
-    return peer_node();
-}
-
-/* Readers say when their port is open (writers wait for it: a remote write to a port not
- * yet open is refused asynchronously). */
-static int ready_pipe[2] = {-1, -1};
-
-static void ready_make(void)
-{
-    if (pipe(ready_pipe) != 0)
-        exit(4);
-}
-
-static void ready_post(int n)
-{
-    for (int i = 0; i < n; i++)
-        if (write(ready_pipe[1], "r", 1) != 1)
-            exit(4);
-}
-
-/* A writer: wait until the reader's port is open (EOF: the reader is gone). */
-static void ready_wait(void)
-{
-    close(ready_pipe[1]);
-    char c;
-    if (read(ready_pipe[0], &c, 1) != 1)
-        exit(4);
-}
-
-/* Wait for a forked child: its exit code (0 ok). */
-static int reap(pid_t pid)
-{
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 static uint64_t now_ms(void)
@@ -235,7 +163,7 @@ static uint64_t s_total(uint64_t seed)
 
 static int s_random_writer(uint64_t seed, int portno)
 {
-    uint16_t peer = as_writer();
+    uint16_t peer = as_sender();
     PSP_Port *p = open_port(PSP_ANYPORT, PSP_PORT_S);
     ready_wait();
     uint8_t *buf = malloc(S_WRITE_MAX);
@@ -272,7 +200,7 @@ TEST(s_random_write_sizes_vs_random_read_sizes_byte_exact)
     pid_t pid = fork();
     if (pid == 0)
         _exit(s_random_writer(seed, 201));
-    as_reader();
+    as_receiver();
     PSP_Port *p = open_port(201, PSP_PORT_S);
     ready_post(1);
     uint64_t total = s_total(seed), off = 0, st = seed ^ 0x5555;
@@ -309,7 +237,7 @@ TEST(s_random_write_sizes_vs_random_read_sizes_byte_exact)
 
 static int partial_writer(int go_fd)
 {
-    uint16_t peer = as_writer();
+    uint16_t peer = as_sender();
     PSP_Port *p = open_port(PSP_ANYPORT, PSP_PORT_S);
     PSP_PortId dst = PSP_PORTID(peer, 202);
     ready_wait();
@@ -346,7 +274,7 @@ TEST(s_read_returns_what_is_there_and_keeps_the_rest)
         _exit(partial_writer(go[0]));
     }
     close(go[0]);
-    as_reader();
+    as_receiver();
     PSP_Port *p = open_port(202, PSP_PORT_S);
     ready_post(1);
     static uint8_t buf[60000];
@@ -388,13 +316,13 @@ TEST(s_read_timeout_and_sleeping_reader_is_woken)
     ready_make();
     pid_t pid = fork();
     if (pid == 0) { /* writes 5 bytes 500 ms after the reader's port is open */
-        uint16_t peer = as_writer();
+        uint16_t peer = as_sender();
         PSP_Port *p = open_port(PSP_ANYPORT, PSP_PORT_S);
         ready_wait();
         usleep(500000);
         _exit(PSP_SWrite(p, PSP_PORTID(peer, 203), "hello", 5) ? 2 : 0);
     }
-    as_reader();
+    as_receiver();
     PSP_Port *p = open_port(203, PSP_PORT_S);
     char buf[16];
     uint64_t t0 = now_ms();
@@ -437,7 +365,7 @@ TEST(s_read_timeout_and_sleeping_reader_is_woken)
 static int peer_writer(int a_go, int a_go_w)
 {
     close(a_go_w);
-    uint16_t peer = as_writer();
+    uint16_t peer = as_sender();
     PSP_Port *p = open_port(PSP_ANYPORT, PSP_PORT_S);
     PSP_PortId dst = PSP_PORTID(peer, 204);
     ready_wait();
@@ -472,7 +400,7 @@ static int peer_writer(int a_go, int a_go_w)
 static int second_writer(int b_go, int b_go_w, int a_go)
 {
     close(b_go_w);
-    uint16_t peer = as_writer();
+    uint16_t peer = as_sender();
     PSP_Port *p = open_port(PSP_ANYPORT, PSP_PORT_S);
     PSP_PortId dst = PSP_PORTID(peer, 204), about = 0;
     char c;
@@ -516,7 +444,7 @@ TEST(s_first_writer_is_the_peer_second_writer_refused)
     pid_t b = fork();
     if (b == 0)
         _exit(second_writer(b_go[0], b_go[1], a_go[1]));
-    as_reader();
+    as_receiver();
     PSP_Port *p = open_port(204, PSP_PORT_S);
     ready_post(1);
     static uint8_t buf[A_FIRST + A_SECOND];
@@ -568,7 +496,7 @@ static uint64_t m_total(uint64_t seed, uint32_t k)
 
 static int m_writer(uint64_t seed, uint32_t k)
 {
-    uint16_t peer = as_writer();
+    uint16_t peer = as_sender();
     PSP_Port *p = open_port(PSP_ANYPORT, PSP_PORT_M);
     PSP_PortId dst = PSP_PORTID(peer, 205);
     ready_wait();
@@ -606,7 +534,7 @@ TEST(m_four_senders_interleaved_streams_read_in_order_with_src)
         if (kids[k] == 0)
             _exit(m_writer(seed, k));
     }
-    as_reader();
+    as_receiver();
     PSP_Port *p = open_port(205, PSP_PORT_M);
     ready_post(M_SENDERS);
     struct {
@@ -681,7 +609,7 @@ struct q_hello {
 
 static int q_writer(uint32_t k, int hello_fd, int go_fd)
 {
-    uint16_t peer = as_writer();
+    uint16_t peer = as_sender();
     PSP_Port *p = open_port(PSP_ANYPORT, PSP_PORT_M);
     PSP_PortId dst = PSP_PORTID(peer, 206);
     struct q_hello h = {k, PSP_GetPortId(p)};
@@ -720,7 +648,7 @@ TEST(m_read_from_one_sender_others_stay_queued_in_order)
             _exit(q_writer(k, hello[1], go[k][0]));
         }
     }
-    as_reader();
+    as_receiver();
     PSP_Port *p = open_port(206, PSP_PORT_M);
     PSP_PortId id[Q_SENDERS] = {0};
     for (int k = 0; k < Q_SENDERS; k++) {
@@ -780,7 +708,7 @@ static int write_error(PSP_Port *p, int stream_kind, PSP_PortId dst, PSP_PortId 
     int rc =
         stream_kind == PSP_PORT_S ? PSP_SWrite(p, dst, "xyz", 3) : PSP_MWrite(p, dst, "xyz", 3);
     *about = dst;
-    if (rc == 0 && remote())
+    if (rc == 0 && peer_is_remote())
         rc = wait_port_error(p, about);
     return rc;
 }
@@ -793,7 +721,7 @@ TEST(writes_to_a_port_of_another_kind_or_no_port_are_refused)
     if (pid == 0) { /* holds ports 210 (D), 211 (S), 212 (M) on the peer, then checks them */
         close(hold[1]);
         close(ready[0]);
-        as_reader();
+        as_receiver();
         PSP_Port *d = open_port(210, PSP_PORT_D);
         PSP_Port *s = open_port(211, PSP_PORT_S);
         PSP_Port *m = open_port(212, PSP_PORT_M);
@@ -819,7 +747,7 @@ TEST(writes_to_a_port_of_another_kind_or_no_port_are_refused)
     close(hold[0]);
     char c = 0;
     REQUIRE(read(ready[0], &c, 1) == 1 && c == 'y', "holder could not open its ports");
-    uint16_t peer = as_writer();
+    uint16_t peer = as_sender();
     PSP_PortId about = 0;
     PSP_Port *s1 = open_port(PSP_ANYPORT, PSP_PORT_S);
     CHECK_EQ_I64(write_error(s1, PSP_PORT_S, PSP_PORTID(peer, 210), &about), -EPROTOTYPE);
@@ -839,7 +767,7 @@ TEST(writes_to_a_port_of_another_kind_or_no_port_are_refused)
     /* A port-D cannot reach a stream port either, nor write as a stream. */
     PSP_Port *d = open_port(PSP_ANYPORT, PSP_PORT_D);
     int rc = PSP_Send(d, PSP_PORTID(peer, 211), NULL, 0, "x", 1);
-    if (rc == 0 && remote())
+    if (rc == 0 && peer_is_remote())
         rc = wait_port_error(d, NULL);
     CHECK_EQ_I64(rc, -EPROTOTYPE);
     CHECK_EQ_I64(PSP_SWrite(d, PSP_PORTID(peer, 211), "x", 1), -EPROTOTYPE);
