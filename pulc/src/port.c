@@ -488,6 +488,13 @@ static int match(struct pulc_area *a, PSP_Port *port, PSP_Request *r)
         PSP_MsgInfo info = {m->src, m->total, m->xlen, m->xhdr};
         if (r->p_accept && !r->p_accept(&info, r->p_arg))
             continue;
+        if (!(m->flags & PULC_MSG_DIRECT)) {
+            /* Destination known: when we drain the rest of it ourselves, it goes straight
+             * into the buffer (proto.c) instead of through fragments. */
+            m->recv_pid = (int32_t)getpid();
+            m->recv_addr = (uint64_t)(uintptr_t)r->p_rbuf;
+            m->recv_len = r->p_buflen;
+        }
         m->flags |= PULC_MSG_CLAIMED;
         if (pt->last_open == i && (m->flags & PULC_MSG_DIRECT))
             pt->last_open = PULC_NONE;
