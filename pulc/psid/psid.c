@@ -268,6 +268,7 @@ static void setup_nic(const char *nodes_file)
     S.node_view.ctx = ctx;
     S.node_view.node_id = S.node;
     S.node_view.keep_unknown = 1;
+    S.node_view.pid = (int32_t)getpid();
 }
 
 static void daemonize(void)

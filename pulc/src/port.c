@@ -46,6 +46,7 @@ struct pulc_proc *pulc_proc(int *err)
     proc.node.img = h->img;
     proc.node.ctx = h->ctx;
     proc.node.node_id = (uint16_t)h->info.node_id;
+    proc.node.pid = (int32_t)getpid();
     proc.local_direct = (uint32_t)direct;
     proc_ready = 1;
     return &proc;
@@ -121,7 +122,7 @@ int PSP_OpenPort(int number, int kind, PSP_Port **out)
     if (!rc) {
         struct pulc_port *pt = pulc_port_at(a, idx);
         pt->kind = (uint32_t)kind;
-        pt->owner_pid = (int32_t)getpid();
+        pt->owner_pid = P->node.pid;
         pt->error = 0;
         pt->qhead = pt->qtail = pt->last_open = PULC_NONE;
         pt->qlen = 0;
@@ -278,7 +279,7 @@ static int try_local(struct pulc_proc *P, PSP_Request *r)
         memcpy(m->xhdr, r->p_xhdr, r->xlen);
     if (direct) {
         m->flags = PULC_MSG_DIRECT;
-        m->direct_pid = (int32_t)getpid();
+        m->direct_pid = P->node.pid;
         m->direct_addr = (uint64_t)(uintptr_t)r->p_sbuf;
         m->received = r->len;
         r->p_msg = i;
@@ -433,7 +434,7 @@ static void send_failed(struct pulc_proc *P, const struct mcp_send_error *e)
         }
     if (idx < P->node.area->cfg.ports) {
         struct pulc_port *pt = pulc_port_at(P->node.area, idx);
-        if (pt->state == PULC_PORT_OPEN && pt->owner_pid == (int32_t)getpid()) {
+        if (pt->state == PULC_PORT_OPEN && pt->owner_pid == P->node.pid) {
             pt->error_src = PSP_PORTID(e->dst, 0);
             pt->error_msg_id = id;
             __atomic_store_n(&pt->error, (int32_t)e->error, __ATOMIC_RELEASE);
@@ -491,7 +492,7 @@ static int match(struct pulc_area *a, PSP_Port *port, PSP_Request *r)
         if (!(m->flags & PULC_MSG_DIRECT)) {
             /* Destination known: when we drain the rest of it ourselves, it goes straight
              * into the buffer (proto.c) instead of through fragments. */
-            m->recv_pid = (int32_t)getpid();
+            m->recv_pid = proc.node.pid;
             m->recv_addr = (uint64_t)(uintptr_t)r->p_rbuf;
             m->recv_len = r->p_buflen;
         }
@@ -600,7 +601,7 @@ static void take_direct(struct pulc_proc *P, PSP_Port *port, PSP_Request *r)
          * into it while we copy others from its memory. */
         if (pulc_area_lock(a))
             return;
-        m->recv_pid = (int32_t)getpid();
+        m->recv_pid = P->node.pid;
         m->recv_addr = (uint64_t)(uintptr_t)r->p_rbuf;
         m->recv_len = n;
         m->chunk = (n / 2 + PULC_SHARE_CHUNK - 1) / PULC_SHARE_CHUNK * PULC_SHARE_CHUNK;

@@ -198,8 +198,8 @@ static int queue_rx(struct pulc_node *n, uint16_t src_node, const struct pulc_hd
         return 0;
     }
     uint32_t skip = m->received - h->offset; /* a partly applied frame (repair) */
-    if ((m->flags & PULC_MSG_CLAIMED) && m->recv_pid == (int32_t)getpid() &&
-        m->frag_head == PULC_NONE && m->taken == m->received && !(m->flags & PULC_MSG_INLINE)) {
+    if ((m->flags & PULC_MSG_CLAIMED) && m->recv_pid == n->pid && m->frag_head == PULC_NONE &&
+        m->taken == m->received && !(m->flags & PULC_MSG_INLINE)) {
         /* We drain for our own claimed message and have taken all before: straight into the
          * receive buffer (bytes past its end are dropped: truncation).  taken first: a repair
          * sets received back to taken for a message without fragments. */

@@ -41,6 +41,7 @@ struct pulc_node {
     struct mcp_image *img;
     int ctx;          /* our NIC context (error notices are sent through it), -1 none */
     uint16_t node_id; /* this node */
+    int32_t pid;      /* this process (getpid() is a system call; it is asked once) */
     /* psid: leave a frame of a protocol nobody here handles (a HAL-level client's) at the
      * head for its owner, dropping it only when it is still there after PULC_UNKNOWN_NS */
     int keep_unknown;

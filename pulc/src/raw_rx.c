@@ -42,7 +42,7 @@ int pulc_raw_rx(struct pulc_node *n, uint16_t src_node, const struct pulc_hdr *h
         return 0;
     }
     uint32_t skip = m->received - h->offset, cnt = len - skip;
-    if (m->direct_pid == (int32_t)getpid() && m->frag_head == PULC_NONE) {
+    if (m->direct_pid == n->pid && m->frag_head == PULC_NONE) {
         /* The owner drains: straight into its buffer.  taken first: a repair sets received
          * back to taken when the message holds no fragments. */
         memcpy((uint8_t *)(uintptr_t)m->direct_addr + m->received, body + skip, cnt);

@@ -42,10 +42,10 @@ int PSP_RawRegister(PSP_Port *port, void *buf, uint32_t len, PSP_RawHandle *hand
     m->flags = PULC_MSG_RAW | PULC_MSG_CLAIMED;
     m->proto = PULC_PROTO_RAW;
     m->total = len;
-    m->direct_pid = (int32_t)getpid();
+    m->direct_pid = P->node.pid;
     m->direct_addr = (uint64_t)(uintptr_t)buf;
     m->src = PSP_GetPortId(port);
-    m->msg_id = (uint32_t)(a->seq * 2654435761u) ^ (uint32_t)getpid() ^ i;
+    m->msg_id = (uint32_t)(a->seq * 2654435761u) ^ (uint32_t)P->node.pid ^ i;
     pulc_msg_enqueue(a, port->idx, i);
     pulc_port_at(a, port->idx)->msgs_in--; /* a registration is not a message */
     pulc_area_unlock(a);
