@@ -4,13 +4,10 @@
 #include "area.h"
 
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -169,18 +166,9 @@ int pulc_nic_pass_try(struct pulc_area *a, struct mcp_nic *nic, int try_only)
     rc = nic_lock_taken(a, nic->img, rc);
     if (rc)
         return rc;
-    uint32_t *event = &nic->img->rx_event;
-    uint32_t before = __atomic_load_n(event, __ATOMIC_ACQUIRE);
     uint64_t now = mcp_now_ns();
     rc = mcp_poll(nic, now);
     pulc_area_polled(a, now);
     pulc_nic_unlock(a);
-    if (__atomic_load_n(event, __ATOMIC_ACQUIRE) == before)
-        return rc; /* nothing delivered: nobody to wake, no fence on the idle path */
-    /* Pairs with the sleeper's increment of sleepers before its futex wait: either we see
-     * it and wake, or its wait finds rx_event changed and returns at once. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&a->sleepers, __ATOMIC_SEQ_CST))
-        syscall(SYS_futex, event, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     return rc;
 }

@@ -50,10 +50,8 @@ struct pulc_area {
     uint64_t size;    /* bytes of the whole area */
     int32_t psid_pid; /* the provider that created it */
     uint32_t pad0;
-    uint64_t last_poll_ns;    /* atomic: mcp_now_ns() of the last firmware pass (any executor) */
-    uint64_t lock_recoveries; /* atomic: NIC locks taken over from a dead holder */
-    uint32_t sleepers;        /* atomic: processes asleep on the image's rx_event */
-    uint32_t pad_sleepers;
+    uint64_t last_poll_ns;      /* atomic: mcp_now_ns() of the last firmware pass (any executor) */
+    uint64_t lock_recoveries;   /* atomic: NIC locks taken over from a dead holder */
     char link_kind[8];          /* the link psid opened ("udp", "eth") */
     char link_if[16];           /* its interface (eth) or "" */
     struct mcp_fault_cfg fault; /* faults psid's link injects; every executor's link does too */
@@ -110,9 +108,9 @@ int pulc_nic_lock(struct pulc_area *a, struct mcp_image *img);
 struct mcp_nic;
 
 /*
- * One firmware pass of nic under the NIC lock: mcp_poll() now, the pass recorded in the
- * area, and, if it delivered frames while processes sleep in pulc_hal_wait_rx(), a futex wake
- * on the image's rx_event.  Every executor (clients, psid's NIC thread) passes through here.
+ * One firmware pass of nic under the NIC lock: mcp_poll() now and the pass recorded in the
+ * area.  Every executor (clients, psid's NIC thread) passes through here; who moves the
+ * frames into ports and wakes their owners is pulc_drain().
  * Returns mcp_poll()'s work count or a negative errno when the lock cannot be taken.
  */
 int pulc_nic_pass(struct pulc_area *a, struct mcp_nic *nic);

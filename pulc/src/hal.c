@@ -4,13 +4,9 @@
 #include "hal.h"
 
 #include <errno.h>
-#include <linux/futex.h>
-#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "link.h"
@@ -149,61 +145,9 @@ int pulc_hal_poll(struct pulc_hal *h)
     return pulc_nic_pass(h->area, &h->nic);
 }
 
-int pulc_hal_wait_rx(struct pulc_hal *h, int timeout_ms)
-{
-    uint64_t t0 = mcp_now_ns(), now = t0;
-    uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000u;
-    uint32_t *event = &h->img->rx_event;
-    struct mcp_rx_desc d;
-    int rc;
-
-    for (;;) {
-        if (pulc_hal_recv_peek(h, &d))
-            return 1;
-        if (now >= end)
-            return 0;
-        uint64_t waited = now - t0;
-        if (waited < h->spin_ns + h->yield_ns) { /* spin, then yield: wake-ups cost ~38 us here */
-            if ((rc = pulc_hal_poll(h)) < 0)
-                return rc;
-            if (waited >= h->spin_ns)
-                sched_yield();
-        } else { /* sleep until a pass delivers (psid's NIC thread runs the firmware) */
-            uint32_t seen = __atomic_load_n(event, __ATOMIC_ACQUIRE);
-            if (pulc_hal_recv_peek(h, &d))
-                return 1;
-            uint64_t left = end - now, slice = 1000000000u; /* safety net: re-check every 1 s */
-            if (left < slice)
-                slice = left;
-            struct timespec ts = {(time_t)(slice / 1000000000u), (long)(slice % 1000000000u)};
-            __atomic_add_fetch(&h->area->sleepers, 1, __ATOMIC_SEQ_CST);
-            syscall(SYS_futex, event, FUTEX_WAIT, seen, &ts, NULL, 0);
-            __atomic_sub_fetch(&h->area->sleepers, 1, __ATOMIC_SEQ_CST);
-            if ((rc = pulc_hal_poll(h)) < 0)
-                return rc;
-        }
-        now = mcp_now_ns();
-    }
-}
-
 uint32_t pulc_hal_max_payload(const struct pulc_hal *h)
 {
     return mcp_max_payload(h->img);
-}
-
-int pulc_hal_send_fragment(struct pulc_hal *h, uint16_t dst, const void *data, uint32_t len,
-                           uint32_t cookie)
-{
-    for (;;) {
-        int rc = mcp_send(h->img, (unsigned)h->ctx, dst, data, len, cookie);
-        if (rc != -EAGAIN)
-            return rc;
-        rc = pulc_hal_poll(h);
-        if (rc < 0)
-            return rc;
-        if (rc == 0)
-            sched_yield();
-    }
 }
 
 uint32_t pulc_hal_send_busy(struct pulc_hal *h)
@@ -219,9 +163,4 @@ int pulc_hal_send_error(struct pulc_hal *h, struct mcp_send_error *e)
 int pulc_hal_recv_peek(struct pulc_hal *h, struct mcp_rx_desc *d)
 {
     return mcp_recv_peek(h->img, d);
-}
-
-void pulc_hal_recv_done(struct pulc_hal *h)
-{
-    mcp_recv_done(h->img);
 }

@@ -46,23 +46,6 @@ void pulc_hal_detach(struct pulc_hal *h);
  * work count or a negative errno when the lock cannot be taken. */
 int pulc_hal_poll(struct pulc_hal *h);
 
-/*
- * Send one fragment (len <= pulc_hal_max_payload()) to node dst through our context: copied
- * into a send slot (PIO) and posted.  While the ring is full the firmware is run here.
- * Returns 0, -EMSGSIZE or a negative errno from pulc_hal_poll().
- */
-int pulc_hal_send_fragment(struct pulc_hal *h, uint16_t dst, const void *data, uint32_t len,
-                           uint32_t cookie);
-
-/*
- * Wait until the node's host receive queue holds a frame, at most timeout_ms (-1: no limit),
- * co-scheduling style: run the firmware for PSP_SPIN_US, then run it and yield the core for
- * PSP_YIELD_US, then sleep on the image's rx_event until a pass delivers (psid's NIC thread
- * keeps the firmware going while everyone sleeps).  Returns 1 (a frame waits), 0 (timeout)
- * or a negative errno.
- */
-int pulc_hal_wait_rx(struct pulc_hal *h, int timeout_ms);
-
 /* Largest fragment payload. */
 uint32_t pulc_hal_max_payload(const struct pulc_hal *h);
 
@@ -73,14 +56,11 @@ uint32_t pulc_hal_send_busy(struct pulc_hal *h);
 int pulc_hal_send_error(struct pulc_hal *h, struct mcp_send_error *e);
 
 /*
- * The oldest frame in the node's host receive queue without taking it: 1 and *d filled (data
- * points into the image, valid until pulc_hal_recv_done()), or 0.  One consumer per node at a
- * time (the message area will serialise consumers; for now it is the caller's business).
+ * The oldest frame in the node's host receive queue without taking it: 1 and *d filled, or
+ * 0.  Frames are taken only by pulc_drain() (proto.h), which keeps the exactly-once
+ * bookkeeping of the message area; this only tells whether a drain has work.
  */
 int pulc_hal_recv_peek(struct pulc_hal *h, struct mcp_rx_desc *d);
-
-/* Release the frame of the last pulc_hal_recv_peek(). */
-void pulc_hal_recv_done(struct pulc_hal *h);
 
 /* The process's HAL, attached by PSP_Init() (ctx -1 before). */
 struct pulc_hal *pulc_hal_self(void);

@@ -81,19 +81,17 @@
 /*
  * HAL frames.  The node's host receive queue is shared by every PULC process of the node and
  * must be consumed through pulc_drain(): it keeps the area's exactly-once bookkeeping
- * (rx_count follows the image's hostq_tail) under the area lock, so taking frames with
- * pulc_hal_recv_peek()/recv_done() behind its back would make the next drain release a frame
- * that nobody processed.  So HAL frames carry a valid 20-byte PULC header with a protocol id of
- * their own, PP_PROTO_HAL, for which this process registers a handler (pulc_proto_register) and
- * drains with pulc_drain() exactly as libpulc's progress does.  A port-D header instead would
- * be queued into a port by whoever drains (or refused with an error notice), which would make
- * the HAL level a port-D measurement.  psid's NIC thread leaves a frame of a protocol it has no
- * handler for at the head of the host queue for up to 1 s (PULC_UNKNOWN_NS) for its owner;
- * another client process that drains one would count it in rx_malformed and drop it.  Hence
- * the HAL level polls and never sleeps; every frame carries (run, message, offset, size), so a lost
- * frame shows as a gap or a stall, and a run that lost one is measured again (--retries); a
- * ping-pong sends a ping again when its echo is overdue.  The id is the last of the switch, far
- * from those proto.h hands out from 1 upwards.
+ * (rx_count follows the image's hostq_tail) under the area lock; the HAL only peeks.  So HAL frames
+ * carry a valid 20-byte PULC header with a protocol id of their own, PP_PROTO_HAL, for which this
+ * process registers a handler (pulc_proto_register) and drains with pulc_drain() exactly as
+ * libpulc's progress does.  A port-D header instead would be queued into a port by whoever drains
+ * (or refused with an error notice), which would make the HAL level a port-D measurement.  psid's
+ * NIC thread leaves a frame of a protocol it has no handler for at the head of the host queue for
+ * up to 1 s (PULC_UNKNOWN_NS) for its owner; another client process that drains one would count it
+ * in rx_malformed and drop it.  Hence the HAL level polls and never sleeps; every frame carries
+ * (run, message, offset, size), so a lost frame shows as a gap or a stall, and a run that lost one
+ * is measured again (--retries); a ping-pong sends a ping again when its echo is overdue.  The id
+ * is the last of the switch, far from those proto.h hands out from 1 upwards.
  */
 #define PP_PROTO_HAL (PULC_PROTO_MAX - 1)
 _Static_assert(PP_PROTO_HAL > PULC_PROTO_ERR, "PP_PROTO_HAL collides with a PULC protocol");
@@ -822,8 +820,8 @@ static int hal_progress(struct ep *e)
 
 /*
  * Send len bytes of buf as message msgno of e's run: frames of at most one NIC payload, the
- * PULC header and data written straight into the send slot (one copy, as port-D's sends do;
- * pulc_hal_send_fragment() would need the header and data in one buffer first).  While the
+ * PULC header and data written straight into the send slot (one copy, as port-D's sends
+ * do).  While the
  * ring is full the firmware runs here.  Returns when every frame is posted.
  */
 static int hal_send(struct ep *e, const uint8_t *buf, uint32_t len, uint32_t msgno)
