@@ -452,6 +452,17 @@ unsigned pulc_area_reclaim(struct pulc_area *a, int32_t pid, struct pulc_abort *
     return closed;
 }
 
+struct pulc_msg *pulc_raw_reg(struct pulc_area *a, uint32_t port, uint32_t index, uint32_t nonce)
+{
+    if (port == 0 || port >= a->cfg.ports || index >= a->cfg.messages)
+        return NULL;
+    struct pulc_msg *m = pulc_msg_at(a, index);
+    if (m->state != PULC_MSG_QUEUED || !(m->flags & PULC_MSG_RAW) || m->port != port ||
+        m->msg_id != nonce)
+        return NULL;
+    return m;
+}
+
 void pulc_area_usage(struct pulc_area *a, uint32_t *msgs_used, uint32_t *frags_used)
 {
     uint32_t m = 0, f = 0;

@@ -214,6 +214,12 @@ void pulc_port_close_locked(struct pulc_area *a, uint32_t p);
 unsigned pulc_area_reclaim(struct pulc_area *a, int32_t pid, struct pulc_abort *aborts,
                            unsigned max, unsigned *naborts);
 
+/*
+ * The rawdata registration `index` of port number port with nonce (caller holds the area
+ * lock), or NULL when there is none: unregistered, port closed, or out of range.
+ */
+struct pulc_msg *pulc_raw_reg(struct pulc_area *a, uint32_t port, uint32_t index, uint32_t nonce);
+
 /* Messages and fragments in use (not on the free lists). */
 void pulc_area_usage(struct pulc_area *a, uint32_t *msgs_used, uint32_t *frags_used);
 

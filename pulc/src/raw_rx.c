@@ -20,14 +20,9 @@ int pulc_raw_rx(struct pulc_node *n, uint16_t src_node, const struct pulc_hdr *h
 {
     (void)src_node;
     struct pulc_area *a = n->area;
-    if (h->dst_port == 0 || h->dst_port >= a->cfg.ports || h->msg_id >= a->cfg.messages) {
-        a->rx_malformed++;
-        return 0;
-    }
-    struct pulc_msg *m = pulc_msg_at(a, h->msg_id);
-    if (m->state != PULC_MSG_QUEUED || !(m->flags & PULC_MSG_RAW) || m->port != h->dst_port ||
-        m->msg_id != h->total) {
-        a->rx_orphan++; /* unregistered, or the port closed */
+    struct pulc_msg *m = pulc_raw_reg(a, h->dst_port, h->msg_id, h->total);
+    if (!m) {
+        a->rx_orphan++; /* unregistered, the port closed, or a bad handle */
         return 0;
     }
     if (h->offset > m->received || len > m->total - h->offset) {

@@ -9,16 +9,22 @@
 
 #include "pulc_int.h"
 
-/* The registration behind handle if it is port's and alive (caller holds the area lock). */
-static struct pulc_msg *reg_of(struct pulc_area *a, PSP_Port *port, const PSP_RawHandle *h)
+/*
+ * Lock the area and find port's registration behind handle: 0 with the lock held and *m set,
+ * -ENOENT (lock released) when there is none, or the lock's error.
+ */
+static int reg_locked(struct pulc_area *a, PSP_Port *port, const PSP_RawHandle *h,
+                      struct pulc_msg **m)
 {
-    if (PSP_PORTID_NUMBER(h->port) != port->idx || h->index >= a->cfg.messages)
-        return NULL;
-    struct pulc_msg *m = pulc_msg_at(a, h->index);
-    if (m->state != PULC_MSG_QUEUED || !(m->flags & PULC_MSG_RAW) || m->port != port->idx ||
-        m->msg_id != h->nonce)
-        return NULL;
-    return m;
+    int rc = pulc_area_lock(a);
+    if (rc)
+        return rc;
+    *m = PSP_PORTID_NUMBER(h->port) == port->idx ? pulc_raw_reg(a, port->idx, h->index, h->nonce)
+                                                 : NULL;
+    if (*m)
+        return 0;
+    pulc_area_unlock(a);
+    return -ENOENT;
 }
 
 int PSP_RawRegister(PSP_Port *port, void *buf, uint32_t len, PSP_RawHandle *handle)
@@ -87,13 +93,13 @@ void pulc_raw_progress(struct pulc_proc *P)
 int64_t PSP_RawReceived(PSP_Port *port, const PSP_RawHandle *handle)
 {
     struct pulc_area *a = pulc_hal_self()->area;
+    struct pulc_msg *m;
     if (!a)
         return -ENOTCONN;
-    int rc = pulc_area_lock(a);
+    int rc = reg_locked(a, port, handle, &m);
     if (rc)
         return rc;
-    struct pulc_msg *m = reg_of(a, port, handle);
-    int64_t r = m ? (int64_t)m->taken : -ENOENT;
+    int64_t r = m->taken;
     pulc_area_unlock(a);
     return r;
 }
@@ -118,14 +124,11 @@ int PSP_RawWait(PSP_Port *port, const PSP_RawHandle *handle, uint32_t bytes, int
     struct pulc_proc *P = pulc_proc(&err);
     if (!P)
         return err;
-    struct pulc_area *a = P->node.area;
-    int rc = pulc_area_lock(a);
+    struct pulc_msg *m;
+    int rc = reg_locked(P->node.area, port, handle, &m);
     if (rc)
         return rc;
-    struct pulc_msg *m = reg_of(a, port, handle);
-    pulc_area_unlock(a);
-    if (!m)
-        return -ENOENT;
+    pulc_area_unlock(P->node.area);
     if (bytes > m->total)
         return -EINVAL;
     struct raw_wait w = {m, bytes, handle->nonce};
@@ -141,18 +144,15 @@ int PSP_RawUnregister(PSP_Port *port, const PSP_RawHandle *handle)
     struct pulc_proc *P = pulc_proc(&err);
     if (!P)
         return err;
-    struct pulc_area *a = P->node.area;
-    int rc = pulc_area_lock(a);
+    struct pulc_msg *m;
+    int rc = reg_locked(P->node.area, port, handle, &m);
     if (rc)
         return rc;
-    struct pulc_msg *m = reg_of(a, port, handle);
-    if (m) {
-        pulc_msg_unlink(a, handle->index);
-        pulc_msg_free(a, handle->index);
-        P->raw_regs--;
-    }
-    pulc_area_unlock(a);
-    return m ? 0 : -ENOENT;
+    pulc_msg_unlink(P->node.area, handle->index);
+    pulc_msg_free(P->node.area, handle->index);
+    P->raw_regs--;
+    pulc_area_unlock(P->node.area);
+    return 0;
 }
 
 /* A local write: once, straight into the owner's buffer. */
@@ -161,22 +161,18 @@ static int raw_send_local(struct pulc_proc *P, const PSP_RawHandle *dest, uint32
 {
     struct pulc_area *a = P->node.area;
     uint32_t num = PSP_PORTID_NUMBER(dest->port);
-    if (num == 0 || num >= a->cfg.ports || dest->index >= a->cfg.messages)
-        return -ENOENT;
     int rc = pulc_area_lock(a);
     if (rc)
         return rc;
-    struct pulc_msg *m = pulc_msg_at(a, dest->index);
-    rc = 0;
-    if (m->state != PULC_MSG_QUEUED || !(m->flags & PULC_MSG_RAW) || m->port != num ||
-        m->msg_id != dest->nonce)
+    struct pulc_msg *m = pulc_raw_reg(a, num, dest->index, dest->nonce);
+    if (!m)
         rc = -ENOENT;
     else if (offset > m->total || len > m->total - offset)
         rc = -EMSGSIZE;
     else if (offset != m->received || m->frag_head != PULC_NONE)
         rc = -EINVAL; /* writes come in offset order, one writer at a time */
-    int32_t pid = m->direct_pid;
-    uint64_t addr = m->direct_addr + offset;
+    int32_t pid = rc ? 0 : m->direct_pid;
+    uint64_t addr = rc ? 0 : m->direct_addr + offset;
     pulc_area_unlock(a);
     if (rc)
         return rc;
@@ -191,7 +187,7 @@ static int raw_send_local(struct pulc_proc *P, const PSP_RawHandle *dest, uint32
     }
     if ((rc = pulc_area_lock(a)))
         return rc;
-    if (m->state == PULC_MSG_QUEUED && m->msg_id == dest->nonce && m->received == offset) {
+    if (pulc_raw_reg(a, num, dest->index, dest->nonce) == m && m->received == offset) {
         __atomic_store_n(&m->taken, offset + len, __ATOMIC_RELEASE);
         __atomic_store_n(&m->received, offset + len, __ATOMIC_RELEASE);
     } else {
