@@ -10,6 +10,9 @@
  *   pulc_attach_client waitrecv SRC N SIZE  the same, also printing its CPU and wall time
  *                                           (PSP_Wait spins, yields, then sleeps)
  *   pulc_attach_client lockdie              attach, take the NIC lock and die holding it
+ *   pulc_attach_client unknownproto DST     send node DST one frame of a protocol nobody
+ *                                           there handles (a HAL-level client's) and wait
+ *                                           until the NIC acknowledged it
  * Message i carries bytes (i * 131 + k * 7 + 1) & 0xff, its index in the first 4 bytes.
  * Built a second time with -DPULC_TEST_ABI_VERSION=99 to announce a foreign ABI version.
  * Exit: 0 ok, 1 failure (message on stderr); send and recv are killed by SIGALRM after 120 s.
@@ -21,11 +24,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "hal.h"
 #include "mcp_env.h"
+#include "proto.h"
 #include "pulc.h"
 
 #define TIMEOUT_NS (30ull * 1000000000ull)
@@ -175,6 +178,19 @@ int main(int argc, char **argv)
         printf("holding the NIC lock: %d\n", rc);
         fflush(stdout);
         kill(getpid(), SIGKILL);
+    } else if (argc == 3 && strcmp(argv[1], "unknownproto") == 0) {
+        uint32_t slot;
+        uint8_t *b = mcp_send_slot(h->img, (unsigned)h->ctx, &slot);
+        struct pulc_hdr hd = {PULC_PROTO_MAX - 1, 0, 1, 1, 0, 0, 0, 0};
+        if (!b)
+            return 1;
+        pulc_hdr_put(b, &hd);
+        mcp_send_post(h->img, (unsigned)h->ctx, slot, (uint16_t)atoi(argv[2]), PULC_HDR_LEN, 0);
+        uint64_t t0 = mcp_now_ns();
+        while (pulc_hal_send_busy(h) && mcp_now_ns() - t0 < TIMEOUT_NS)
+            pulc_hal_poll(h);
+        ret = pulc_hal_send_busy(h) ? 1 : 0;
+        printf("%s\n", ret ? "not acknowledged" : "acknowledged");
     } else if (argc == 5 && (!strcmp(argv[1], "send") || !strcmp(argv[1], "recv") ||
                              !strcmp(argv[1], "waitrecv"))) {
         uint16_t node = (uint16_t)atoi(argv[2]);
