@@ -44,12 +44,13 @@
 #include "mcp_host.h"
 #include "nodes.h"
 #include "settings.h"
+#include "tool.h"
 
 #define PROG "mcp-pp"
 
 #define EXIT_OK    0
-#define EXIT_FAIL  1 /* a test failed, the peer did not answer, the run timed out */
-#define EXIT_USAGE 2 /* bad command line or settings */
+#define EXIT_FAIL  PSP_EXIT_FAIL  /* a test failed, the peer did not answer, the run timed out */
+#define EXIT_USAGE PSP_EXIT_USAGE /* bad command line or settings */
 
 #define T_PINGPONG 1u
 #define T_STREAM   2u
@@ -351,56 +352,15 @@ static void usage(FILE *f)
             "error.\n");
 }
 
-/* "mcp-pp: <message>" on stderr. */
-static void vmessage(const char *fmt, va_list ap)
-{
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-}
-
-/* A bad command line: message, usage, exit 2. */
-static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-    usage(stderr);
-    exit(EXIT_USAGE);
-}
-
 /* A settings/configuration error: message, no usage, exit 2. */
 static void config_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void config_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vmessage(fmt, ap);
+    psp_tool_vmessage(fmt, ap);
     va_end(ap);
     exit(EXIT_USAGE);
-}
-
-static void fail_exit(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail_exit(const char *fmt, ...)
-{
-    va_list ap;
-    fflush(stdout);
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-    exit(EXIT_FAIL);
-}
-
-static uint64_t opt_u64(const char *name, const char *text, uint64_t min, uint64_t max)
-{
-    uint64_t v;
-    if (psp_parse_u64(text, min, max, &v))
-        usage_error("--%s: '%s' is not a number in %" PRIu64 "..%" PRIu64
-                    " (k, m, g suffixes allowed)",
-                    name, text, min, max);
-    return v;
 }
 
 /* A probability for a PSP_LINK_* setting: checked here, handed on through the environment. */
@@ -410,7 +370,7 @@ static void opt_prob(const char *name, const char *text, const char *env)
     errno = 0;
     double v = strtod(text, &end);
     if (errno || end == text || *end || !(v >= 0.0 && v <= 1.0))
-        usage_error("--%s: '%s' is not a probability in 0..1 (e.g. 0.05)", name, text);
+        psp_usage_error("--%s: '%s' is not a probability in 0..1 (e.g. 0.05)", name, text);
     setenv(env, text, 1);
 }
 
@@ -419,7 +379,7 @@ static unsigned parse_tests(const char *text)
     unsigned t = 0;
     char *copy = strdup(text), *save = NULL;
     if (!copy)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (!strcmp(tok, "pingpong"))
             t |= T_PINGPONG;
@@ -432,11 +392,11 @@ static unsigned parse_tests(const char *text)
         else if (!strcmp(tok, "all"))
             t |= T_ALL;
         else
-            usage_error("--test: unknown test '%s' (pingpong, stream, verify, raw, all)", tok);
+            psp_usage_error("--test: unknown test '%s' (pingpong, stream, verify, raw, all)", tok);
     }
     free(copy);
     if (!t)
-        usage_error("--test: no test named in '%s'", text);
+        psp_usage_error("--test: no test named in '%s'", text);
     return t;
 }
 
@@ -444,21 +404,21 @@ static void parse_sizes(struct opts *o, const char *text)
 {
     char *copy = strdup(text), *save = NULL;
     if (!copy)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     o->nsizes = 0;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (o->nsizes == MAX_SIZES)
-            usage_error("--sizes: at most %d sizes", MAX_SIZES);
+            psp_usage_error("--sizes: at most %d sizes", MAX_SIZES);
         uint64_t v;
         if (psp_parse_u64(tok, PING_MIN, 65535, &v))
-            usage_error("--sizes: '%s' is not a size in %u..65535 bytes (a ping carries its "
-                        "8-byte iteration stamp)",
-                        tok, PING_MIN);
+            psp_usage_error("--sizes: '%s' is not a size in %u..65535 bytes (a ping carries its "
+                            "8-byte iteration stamp)",
+                            tok, PING_MIN);
         o->sizes[o->nsizes++] = (uint32_t)v;
     }
     free(copy);
     if (!o->nsizes)
-        usage_error("--sizes: no size in '%s'", text);
+        psp_usage_error("--sizes: no size in '%s'", text);
 }
 
 static void parse_options(struct opts *o, int argc, char **argv)
@@ -527,17 +487,17 @@ static void parse_options(struct opts *o, int argc, char **argv)
         char buf[32];
         switch (c) {
         case 'n':
-            o->node = (long)opt_u64("node", optarg, 0, PSP_NODES_MAX - 1);
+            o->node = (long)psp_opt_u64("node", optarg, 0, PSP_NODES_MAX - 1);
             break;
         case 'N':
             o->nodes_file = optarg;
             break;
         case 'p':
-            o->peer = (long)opt_u64("peer", optarg, 0, PSP_NODES_MAX - 1);
+            o->peer = (long)psp_opt_u64("peer", optarg, 0, PSP_NODES_MAX - 1);
             break;
         case 'l':
             if (strcmp(optarg, "udp") && strcmp(optarg, "eth"))
-                usage_error("--link: unknown link kind '%s': use udp or eth", optarg);
+                psp_usage_error("--link: unknown link kind '%s': use udp or eth", optarg);
             o->link = optarg;
             break;
         case 'i':
@@ -559,17 +519,17 @@ static void parse_options(struct opts *o, int argc, char **argv)
             parse_sizes(o, optarg);
             break;
         case O_ITERS:
-            o->iters = opt_u64("iters", optarg, 1, 100000000);
+            o->iters = psp_opt_u64("iters", optarg, 1, 100000000);
             break;
         case O_WARMUP:
-            o->warmup = opt_u64("warmup", optarg, 0, 100000000);
+            o->warmup = psp_opt_u64("warmup", optarg, 0, 100000000);
             warmup_set = true;
             break;
         case O_BYTES:
-            o->bytes = opt_u64("bytes", optarg, 1, 1ull << 50);
+            o->bytes = psp_opt_u64("bytes", optarg, 1, 1ull << 50);
             break;
         case O_MSGSIZE:
-            o->msg_size = opt_u64("msg-size", optarg, 1, 65535);
+            o->msg_size = psp_opt_u64("msg-size", optarg, 1, 65535);
             break;
         case O_LOSS:
             opt_prob("loss", optarg, "PSP_LINK_LOSS");
@@ -581,16 +541,16 @@ static void parse_options(struct opts *o, int argc, char **argv)
             opt_prob("corrupt", optarg, "PSP_LINK_CORRUPT");
             break;
         case O_SEED:
-            snprintf(buf, sizeof buf, "%" PRIu64, opt_u64("seed", optarg, 0, UINT64_MAX));
+            snprintf(buf, sizeof buf, "%" PRIu64, psp_opt_u64("seed", optarg, 0, UINT64_MAX));
             setenv("PSP_LINK_SEED", buf, 1);
             break;
         case O_WINDOW:
-            snprintf(buf, sizeof buf, "%" PRIu64, opt_u64("window", optarg, 1, MCP_MAX_WINDOW));
+            snprintf(buf, sizeof buf, "%" PRIu64, psp_opt_u64("window", optarg, 1, MCP_MAX_WINDOW));
             setenv("PSP_WINDOW", buf, 1);
             break;
         case O_FRAME:
             snprintf(buf, sizeof buf, "%" PRIu64,
-                     opt_u64("frame-size", optarg, 64, 65535 - MCP_WIRE_HDR));
+                     psp_opt_u64("frame-size", optarg, 64, 65535 - MCP_WIRE_HDR));
             setenv("PSP_FRAME_SIZE", buf, 1);
             break;
         case O_COUNTERS:
@@ -600,21 +560,21 @@ static void parse_options(struct opts *o, int argc, char **argv)
             o->counters = false;
             break;
         case O_TIMEOUT:
-            o->timeout_s = opt_u64("timeout", optarg, 0, 86400 * 365);
+            o->timeout_s = psp_opt_u64("timeout", optarg, 0, 86400 * 365);
             break;
         case ':':
-            usage_error("option '%s' needs a value", argv[optind - 1]);
+            psp_usage_error("option '%s' needs a value", argv[optind - 1]);
         case '?':
         default:
             if (optopt)
-                usage_error("unknown option '-%c'", optopt);
-            usage_error("unknown option '%s'", argv[optind - 1]);
+                psp_usage_error("unknown option '-%c'", optopt);
+            psp_usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc)
-        usage_error("unexpected argument '%s'", argv[optind]);
+        psp_usage_error("unexpected argument '%s'", argv[optind]);
     if (o->forever && !o->server)
-        usage_error("--forever is a server option: add --server");
+        psp_usage_error("--forever is a server option: add --server");
     if (!warmup_set)
         o->warmup = o->iters / 10 < 100 ? o->iters / 10 : 100;
 }
@@ -791,7 +751,7 @@ static void fw_must(struct fw *f, int rc)
     fflush(stdout);
     if (f->err == -ETIME)
         fw_dump(f);
-    fail_exit("%s", msg);
+    psp_fail_exit("%s", msg);
 }
 
 /* Copy a message to the peer, polling while the send ring is full. */
@@ -906,14 +866,14 @@ static void fw_recv_ctl(struct fw *f, unsigned type, struct rbuf *r)
         int rc = ctl_feed(f, &d);
         mcp_recv_done(f->img);
         if (rc < 0)
-            fail_exit("protocol error: unexpected message from node %u while waiting for %s "
-                      "(is the server another version of " PROG "?)",
-                      f->peer, ctl_name(type));
+            psp_fail_exit("protocol error: unexpected message from node %u while waiting for %s "
+                          "(is the server another version of " PROG "?)",
+                          f->peer, ctl_name(type));
         if (rc == 0)
             continue;
         if (f->ctl_type != type)
-            fail_exit("protocol error: got %s from node %u while waiting for %s",
-                      ctl_name(f->ctl_type), f->peer, ctl_name(type));
+            psp_fail_exit("protocol error: got %s from node %u while waiting for %s",
+                          ctl_name(f->ctl_type), f->peer, ctl_name(type));
         r->b = f->ctl;
         r->n = f->ctl_total;
         r->pos = 0;
@@ -942,8 +902,8 @@ static void fw_open(struct fw *f, struct setup *s, const struct opts *o)
     err[0] = '\0';
     f->link = mcp_link_open(s->link_kind, &lp, err, sizeof err);
     if (!f->link)
-        fail_exit("cannot open the %s link of node %u: %s", s->link_kind, s->node,
-                  err[0] ? err : "unknown error");
+        psp_fail_exit("cannot open the %s link of node %u: %s", s->link_kind, s->node,
+                      err[0] ? err : "unknown error");
 
     if (mcp_config_from_settings(&s->cfg, s->node, f->link->max_frame, err, sizeof err))
         config_error("%s", err);
@@ -953,14 +913,14 @@ static void fw_open(struct fw *f, struct setup *s, const struct opts *o)
     size = (size + MCP_CACHELINE - 1) / MCP_CACHELINE * MCP_CACHELINE;
     f->img = aligned_alloc(MCP_CACHELINE, size);
     if (!f->img)
-        fail_exit("cannot allocate a NIC image of %zu bytes", size);
+        psp_fail_exit("cannot allocate a NIC image of %zu bytes", size);
     int rc = mcp_image_format(f->img, size, &s->cfg);
     if (rc)
-        fail_exit("cannot format the NIC image: %s", strerror(-rc));
+        psp_fail_exit("cannot format the NIC image: %s", strerror(-rc));
     mcp_nic_init(&f->nic, f->img, f->link);
     rc = mcp_ctx_attach(f->img, (uint32_t)getpid());
     if (rc < 0)
-        fail_exit("cannot attach a NIC context: %s", strerror(-rc));
+        psp_fail_exit("cannot attach a NIC context: %s", strerror(-rc));
     f->ctx = (unsigned)rc;
     f->max_payload = mcp_max_payload(f->img);
     f->self = s->node;
@@ -1276,15 +1236,15 @@ static void client_hello(struct client *cl)
                 uint64_t id = r64(&r);
                 uint32_t att = r32(&r);
                 if (ver != PP_VERSION)
-                    fail_exit("node %u runs " PROG " protocol version %u, this one %u: use the "
-                              "same build on both nodes",
-                              f->peer, ver, PP_VERSION);
+                    psp_fail_exit("node %u runs " PROG " protocol version %u, this one %u: use the "
+                                  "same build on both nodes",
+                                  f->peer, ver, PP_VERSION);
                 if (id != run_id || att != attempt)
                     continue;
                 cl->peer_payload = r32(&r);
                 rstr(&r, cl->peer_desc, sizeof cl->peer_desc);
                 if (r.bad)
-                    fail_exit("protocol error: short WELCOME from node %u", f->peer);
+                    psp_fail_exit("protocol error: short WELCOME from node %u", f->peer);
                 return;
             }
             rc = fw_pump(f);
@@ -1300,9 +1260,9 @@ static void client_hello(struct client *cl)
             continue;
         }
         if (rc == -ETIME)
-            fail_exit("node %u did not answer within --timeout %" PRIu64 " s: is " PROG
-                      " --server running there?",
-                      f->peer, cl->o->timeout_s);
+            psp_fail_exit("node %u did not answer within --timeout %" PRIu64 " s: is " PROG
+                          " --server running there?",
+                          f->peer, cl->o->timeout_s);
         fw_must(f, rc);
     }
 }
@@ -1314,7 +1274,7 @@ static void client_pingpong(struct client *cl)
     double *us = malloc(sizeof(double) * o->iters);
     uint8_t *buf = malloc(65536);
     if (!us || !buf)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     for (uint32_t i = 0; i < 65536; i++)
         buf[i] = (uint8_t)(i * 7 + 1);
 
@@ -1351,7 +1311,7 @@ static void client_pingpong(struct client *cl)
                             "%u)",
                             size, i, d.len, d.len >= 4 ? mcp_get_le32(p) : 0);
                 mcp_recv_done(f->img);
-                fail_exit("%s", cl->r.why[cl->r.nwhy - 1]);
+                psp_fail_exit("%s", cl->r.why[cl->r.nwhy - 1]);
             }
             mcp_recv_done(f->img);
             if (i >= o->warmup)
@@ -1381,7 +1341,7 @@ static void client_stream(struct client *cl, bool verify)
     uint64_t off = 0;
 
     if (!verify && !pattern)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     f->phase = verify ? "verified stream" : "stream";
     w32(&w, verify);
     w64(&w, bytes);
@@ -1420,7 +1380,7 @@ static void client_stream(struct client *cl, bool verify)
     char first[512];
     rstr(&r, first, sizeof first);
     if (r.bad)
-        fail_exit("protocol error: short STREAM_RES from node %u", f->peer);
+        psp_fail_exit("protocol error: short STREAM_RES from node %u", f->peer);
 
     t->valid = true;
     t->bytes = bytes;
@@ -1479,7 +1439,7 @@ static void client_raw_pingpong(struct client *cl, int fd, unsigned nsizes, cons
     uint8_t *out = malloc(RAW_MAXDG), *in = malloc(RAW_MAXDG);
     uint64_t last_fw = mcp_now_ns();
     if (!us || !out || !in)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     memset(out, 0x5a, RAW_MAXDG);
     f->phase = "raw UDP ping-pong";
     for (unsigned k = 0; k < nsizes; k++) {
@@ -1493,7 +1453,7 @@ static void client_raw_pingpong(struct client *cl, int fd, unsigned nsizes, cons
             uint64_t t0 = mcp_now_ns(), sent = t0, t1;
             if (send(fd, out, size, 0) < 0 && errno != EAGAIN && errno != ENOBUFS &&
                 errno != ECONNREFUSED)
-                fail_exit("raw UDP send: %s", strerror(errno));
+                psp_fail_exit("raw UDP send: %s", strerror(errno));
             for (;;) {
                 ssize_t n = recv(fd, in, RAW_MAXDG, MSG_DONTWAIT);
                 t1 = mcp_now_ns();
@@ -1506,7 +1466,7 @@ static void client_raw_pingpong(struct client *cl, int fd, unsigned nsizes, cons
                     sent = t1;
                     if (send(fd, out, size, 0) < 0 && errno != EAGAIN && errno != ENOBUFS &&
                         errno != ECONNREFUSED)
-                        fail_exit("raw UDP send: %s", strerror(errno));
+                        psp_fail_exit("raw UDP send: %s", strerror(errno));
                 }
                 if (n < 0)
                     raw_fw_tick(f, t1, &last_fw);
@@ -1557,9 +1517,9 @@ static void client_raw_stream(struct client *cl, int fd)
     bool have_total = false;
 
     if (dsize > RAW_MAXDG)
-        fail_exit("raw stream: datagrams of %u bytes are larger than UDP allows", dsize);
+        psp_fail_exit("raw stream: datagrams of %u bytes are larger than UDP allows", dsize);
     if (!out || rawbatch_init(&rb, 64))
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     memset(msg, 0, sizeof msg);
     for (int i = 0; i < RAW_BATCH; i++) {
         uint8_t *p = out + (size_t)i * dsize;
@@ -1589,7 +1549,7 @@ static void client_raw_stream(struct client *cl, int fd)
             if (s > 0)
                 seq += (uint64_t)s;
             else if (s < 0 && errno != EAGAIN && errno != ENOBUFS && errno != ECONNREFUSED)
-                fail_exit("raw UDP sendmmsg: %s", strerror(errno));
+                psp_fail_exit("raw UDP sendmmsg: %s", strerror(errno));
         }
         int got = rawbatch_recv(&rb, fd);
         for (int i = 0; i < got; i++) {
@@ -1622,7 +1582,7 @@ static void client_raw_stream(struct client *cl, int fd)
     for (int tries = 0; tries < 200 && !have_total; tries++) {
         if (send(fd, fin, sizeof fin, 0) < 0 && errno != EAGAIN && errno != ENOBUFS &&
             errno != ECONNREFUSED)
-            fail_exit("raw UDP send: %s", strerror(errno));
+            psp_fail_exit("raw UDP send: %s", strerror(errno));
         uint64_t sent = mcp_now_ns();
         while (!have_total && mcp_now_ns() - sent < 10000000) {
             int got = rawbatch_recv(&rb, fd);
@@ -1862,10 +1822,10 @@ static int run_client(struct fw *f, struct setup *s, const struct opts *o)
     cl.peer_stray = r64(&r);
     unsigned n = r32(&r);
     if (n > 4096 || r.bad)
-        fail_exit("protocol error: bad FINISH_RES from node %u", f->peer);
+        psp_fail_exit("protocol error: bad FINISH_RES from node %u", f->peer);
     cl.peer_counters = calloc(n ? n : 1, sizeof(uint64_t));
     if (!cl.peer_counters)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     for (unsigned i = 0; i < n; i++)
         cl.peer_counters[i] = r64(&r);
     cl.npeer_counters = r.bad ? 0 : n;
@@ -1875,7 +1835,7 @@ static int run_client(struct fw *f, struct setup *s, const struct opts *o)
 
     uint64_t *mine_c = calloc(all_counter_count(), sizeof(uint64_t));
     if (!mine_c)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     read_counters(f, mine_c);
 
     if (cl.peer_failures)
@@ -2159,7 +2119,7 @@ static void server_ctl(struct server *sv, uint16_t src)
         unsigned n = all_counter_count();
         uint64_t *now = calloc(n, sizeof(uint64_t));
         if (!now)
-            fail_exit("out of memory");
+            psp_fail_exit("out of memory");
         read_counters(f, now);
         w64(&w, sv->failures);
         w64(&w, f->stray);
@@ -2318,7 +2278,7 @@ static int run_server(struct fw *f, struct setup *s, const struct opts *o)
     sv.raw_fd = -1;
     sv.base = calloc(all_counter_count(), sizeof(uint64_t));
     if (!sv.base || rawbatch_init(&sv.rb, RAW_MAXDG + 1))
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     f->peer = UINT16_MAX;
     const struct psp_node_addr *me = &s->nodes->node[f->self];
     char desc[512];
@@ -2387,7 +2347,7 @@ static int run_server(struct fw *f, struct setup *s, const struct opts *o)
             continue;
         }
         if (sv.st == S_WAIT && wait_deadline && now > wait_deadline) {
-            fail_exit("no client run within --timeout %" PRIu64 " s", o->timeout_s);
+            psp_fail_exit("no client run within --timeout %" PRIu64 " s", o->timeout_s);
         }
     }
 }
@@ -2404,6 +2364,7 @@ int main(int argc, char **argv)
     char err[512];
 
     psp_log_init(PROG);
+    psp_tool_init(PROG, usage);
     setvbuf(stdout, NULL, _IOLBF, 1 << 16);
     parse_options(&o, argc, argv);
     memset(&s, 0, sizeof s);
@@ -2414,11 +2375,11 @@ int main(int argc, char **argv)
     if (psp_setting_u64("PSP_UDP_PORT", 1, 65534, &port, err, sizeof err))
         config_error("%s", err);
     if (!nodes_file || !*nodes_file)
-        usage_error("no nodes file: give -N FILE or set PSP_NODES_FILE (test/cluster/"
-                    "psport-cluster up 2 writes one)");
+        psp_usage_error("no nodes file: give -N FILE or set PSP_NODES_FILE (test/cluster/"
+                        "psport-cluster up 2 writes one)");
     s.nodes = calloc(1, sizeof(*s.nodes));
     if (!s.nodes)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     int rc = psp_nodes_load(nodes_file, (uint16_t)port, s.nodes, err, sizeof err);
     if (rc)
         config_error("nodes file %s: %s", nodes_file, err);
@@ -2437,7 +2398,7 @@ int main(int argc, char **argv)
     }
     if (peer >= 0) {
         if (peer == node)
-            usage_error("--peer %ld is this node itself", peer);
+            psp_usage_error("--peer %ld is this node itself", peer);
         if (peer >= s.nodes->count || !s.nodes->node[peer].present)
             config_error("peer node %ld is not in the nodes file %s", peer, nodes_file);
     }
@@ -2458,7 +2419,7 @@ int main(int argc, char **argv)
 
     f = calloc(1, sizeof(*f));
     if (!f)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     fw_open(f, &s, &o);
     if (o.server) {
         f->server = true;

@@ -62,12 +62,13 @@
 #include "proto.h"
 #include "pulc.h"
 #include "settings.h"
+#include "tool.h"
 
 #define PROG "pulc-pp"
 
 #define EXIT_OK    0
-#define EXIT_FAIL  1 /* a measurement or check failed, psid not reachable, a peer died */
-#define EXIT_USAGE 2 /* bad command line or settings */
+#define EXIT_FAIL  PSP_EXIT_FAIL  /* a measurement or check failed, psid unreachable, a peer died */
+#define EXIT_USAGE PSP_EXIT_USAGE /* bad command line or settings */
 
 #define MAX_SIZES  32
 #define MIB        (1024u * 1024u)
@@ -185,55 +186,12 @@ static void usage(FILE *f)
         "--csv file cannot be created).\n");
 }
 
-/* "pulc-pp: <message>" on stderr. */
-static void vmessage(const char *fmt, va_list ap)
-{
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-}
-
-/* A bad command line: message, usage, exit 2. */
-static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-    usage(stderr);
-    exit(EXIT_USAGE);
-}
-
-/* A failure that ends the run: message, exit 1 (the peers see their socket close and exit). */
-static void fail_exit(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail_exit(const char *fmt, ...)
-{
-    va_list ap;
-    fflush(stdout);
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-    exit(EXIT_FAIL);
-}
-
-/* An option's number in min..max (k/m/g suffixes), or a usage error naming the option. */
-static uint64_t opt_u64(const char *name, const char *text, uint64_t min, uint64_t max)
-{
-    uint64_t v;
-    if (psp_parse_u64(text, min, max, &v))
-        usage_error("--%s: '%s' is not a number in %" PRIu64 "..%" PRIu64
-                    " (k, m, g suffixes allowed)",
-                    name, text, min, max);
-    return v;
-}
-
 /* --mode LIST into o.mode. */
 static void parse_modes(const char *text)
 {
     char *copy = strdup(text), *save = NULL;
     if (!copy)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     memset(o.mode, 0, sizeof o.mode);
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (!strcmp(t, "inter"))
@@ -243,11 +201,11 @@ static void parse_modes(const char *text)
         else if (!strcmp(t, "all"))
             o.mode[MODE_INTER] = o.mode[MODE_INTRA] = true;
         else
-            usage_error("--mode: unknown mode '%s' (inter, intra, all)", t);
+            psp_usage_error("--mode: unknown mode '%s' (inter, intra, all)", t);
     }
     free(copy);
     if (!o.mode[MODE_INTER] && !o.mode[MODE_INTRA])
-        usage_error("--mode: no mode named in '%s'", text);
+        psp_usage_error("--mode: no mode named in '%s'", text);
     o.mode_given = true;
 }
 
@@ -256,7 +214,7 @@ static void parse_levels(const char *text)
 {
     char *copy = strdup(text), *save = NULL;
     if (!copy)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     memset(o.level, 0, sizeof o.level);
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (!strcmp(t, "hal"))
@@ -266,14 +224,14 @@ static void parse_levels(const char *text)
         else if (!strcmp(t, "all"))
             o.level[LVL_HAL] = o.level[LVL_PORTD] = true;
         else if (!strcmp(t, "raw"))
-            usage_error("--level raw: the rawdata level is not there yet (it waits for the "
-                        "rawdata API of pulc.h)");
+            psp_usage_error("--level raw: the rawdata level is not there yet (it waits for the "
+                            "rawdata API of pulc.h)");
         else
-            usage_error("--level: unknown level '%s' (hal, portd, all)", t);
+            psp_usage_error("--level: unknown level '%s' (hal, portd, all)", t);
     }
     free(copy);
     if (!o.level[LVL_HAL] && !o.level[LVL_PORTD])
-        usage_error("--level: no level named in '%s'", text);
+        psp_usage_error("--level: no level named in '%s'", text);
 }
 
 /* Ascending order for qsort of sizes. */
@@ -288,16 +246,16 @@ static void parse_sizes(const char *text)
 {
     char *copy = strdup(text), *save = NULL;
     if (!copy)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     o.nsizes = 0;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (o.nsizes == MAX_SIZES)
-            usage_error("--sizes: at most %d sizes", MAX_SIZES);
-        o.sizes[o.nsizes++] = (uint32_t)opt_u64("sizes", t, MIN_SIZE, MAX_SIZE);
+            psp_usage_error("--sizes: at most %d sizes", MAX_SIZES);
+        o.sizes[o.nsizes++] = (uint32_t)psp_opt_u64("sizes", t, MIN_SIZE, MAX_SIZE);
     }
     free(copy);
     if (!o.nsizes)
-        usage_error("--sizes: no size in '%s'", text);
+        psp_usage_error("--sizes: no size in '%s'", text);
     qsort(o.sizes, o.nsizes, sizeof o.sizes[0], cmp_u32);
     unsigned n = 1;
     for (unsigned i = 1; i < o.nsizes; i++)
@@ -360,12 +318,12 @@ static void parse_options(int argc, char **argv)
         switch (c) {
         case 'P':
             if (!*optarg)
-                usage_error("--peer-socket: empty path");
+                psp_usage_error("--peer-socket: empty path");
             o.peer_socket = optarg;
             break;
         case 'S':
             if (!*optarg)
-                usage_error("--socket: empty path");
+                psp_usage_error("--socket: empty path");
             setenv("PSP_PSID_SOCKET", optarg, 1);
             break;
         case 'm':
@@ -381,23 +339,23 @@ static void parse_options(int argc, char **argv)
             parse_sizes(optarg);
             break;
         case O_REPS:
-            o.reps = opt_u64("reps", optarg, 1, 10000000);
+            o.reps = psp_opt_u64("reps", optarg, 1, 10000000);
             o.reps_given = true;
             break;
         case O_WARMUP:
-            o.warmup = opt_u64("warmup", optarg, 0, 10000000);
+            o.warmup = psp_opt_u64("warmup", optarg, 0, 10000000);
             o.warmup_given = true;
             break;
         case O_VOLUME:
-            o.volume = opt_u64("volume", optarg, 1, 1ull << 40);
+            o.volume = psp_opt_u64("volume", optarg, 1, 1ull << 40);
             o.volume_given = true;
             break;
         case O_MINMSGS:
-            o.min_msgs = opt_u64("min-msgs", optarg, 1, 100000000);
+            o.min_msgs = psp_opt_u64("min-msgs", optarg, 1, 100000000);
             o.min_given = true;
             break;
         case O_MAXMSGS:
-            o.max_msgs = opt_u64("max-msgs", optarg, 1, 100000000);
+            o.max_msgs = psp_opt_u64("max-msgs", optarg, 1, 100000000);
             o.max_given = true;
             break;
         case O_NOVERIFY:
@@ -408,36 +366,36 @@ static void parse_options(int argc, char **argv)
             break;
         case O_CSV:
             if (!*optarg)
-                usage_error("--csv: empty file name");
+                psp_usage_error("--csv: empty file name");
             o.csv = optarg;
             break;
         case O_RETRIES:
-            o.retries = opt_u64("retries", optarg, 0, 100);
+            o.retries = psp_opt_u64("retries", optarg, 0, 100);
             break;
         case O_TIMEOUT:
-            o.timeout_s = opt_u64("timeout", optarg, 1, 86400);
+            o.timeout_s = psp_opt_u64("timeout", optarg, 1, 86400);
             break;
         case O_MINRUN:
-            o.min_run_ms = opt_u64("min-run-ms", optarg, 0, 600000);
+            o.min_run_ms = psp_opt_u64("min-run-ms", optarg, 0, 600000);
             o.minrun_given = true;
             break;
         case O_SREPS:
-            o.stream_reps = opt_u64("stream-reps", optarg, 1, 1000);
+            o.stream_reps = psp_opt_u64("stream-reps", optarg, 1, 1000);
             o.sreps_given = true;
             break;
         case ':':
-            usage_error("option '%s' needs a value", argv[optind - 1]);
+            psp_usage_error("option '%s' needs a value", argv[optind - 1]);
         case '?':
         default:
             if (optopt)
-                usage_error("unknown option '-%c'", optopt);
-            usage_error("unknown option '%s'", argv[optind - 1]);
+                psp_usage_error("unknown option '-%c'", optopt);
+            psp_usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc)
-        usage_error("unexpected argument '%s'", argv[optind]);
+        psp_usage_error("unexpected argument '%s'", argv[optind]);
     if (o.mode_given && o.mode[MODE_INTER] && !o.peer_socket)
-        usage_error("--mode inter needs --peer-socket PATH (another node's psid socket)");
+        psp_usage_error("--mode inter needs --peer-socket PATH (another node's psid socket)");
     if (!o.mode_given && !o.peer_socket)
         o.mode[MODE_INTER] = false; /* reported as "not run" */
     if (!o.sizes_given) {
@@ -465,8 +423,8 @@ static void parse_options(int argc, char **argv)
     if (!o.minrun_given)
         o.min_run_ms = o.quick ? 0 : 100;
     if (o.min_msgs > o.max_msgs)
-        usage_error("--min-msgs %" PRIu64 " is larger than --max-msgs %" PRIu64, o.min_msgs,
-                    o.max_msgs);
+        psp_usage_error("--min-msgs %" PRIu64 " is larger than --max-msgs %" PRIu64, o.min_msgs,
+                        o.max_msgs);
     o.vvolume = o.quick ? 2ull * MIB : 8ull * MIB;
 }
 
@@ -567,7 +525,7 @@ static uint8_t *pool_get(struct pool *pl, size_t n)
         free(pl->p);
         pl->p = aligned_alloc(64, (n + 63) & ~(size_t)63);
         if (!pl->p)
-            fail_exit("out of memory (%zu bytes of buffers)", n);
+            psp_fail_exit("out of memory (%zu bytes of buffers)", n);
         memset(pl->p, 0xa5, n);
         pl->size = n;
     }
@@ -1481,12 +1439,12 @@ static void peer_spawn(struct peer *p, enum pp_mode m, const char *sock)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
-        fail_exit("socketpair: %s", strerror(errno));
+        psp_fail_exit("socketpair: %s", strerror(errno));
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0)
-        fail_exit("fork: %s", strerror(errno));
+        psp_fail_exit("fork: %s", strerror(errno));
     if (pid == 0) {
         close(sv[0]);
         for (int k = 0; k < NMODES; k++)
@@ -1893,7 +1851,7 @@ static void run_cell(struct peer *p, enum pp_level lv)
     memset(&out, 0, sizeof out);
     out.us = calloc(n, sizeof(double));
     if (!out.us)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     static const uint32_t lat_sizes[2] = {4, 8};
     printf("  latency = round trip / 2 in µs, %" PRIu64 " round trips after %" PRIu64
            " (and at least %.0f ms of) warm-up ones, every echo compared\n",
@@ -2098,7 +2056,7 @@ static double measure_memcpy(uint32_t size, unsigned nsrc, unsigned ndst, unsign
             *dst = aligned_alloc(64, (size_t)ndst * size);
     double *t = calloc(reps, sizeof(double));
     if (!src || !dst || !t)
-        fail_exit("out of memory");
+        psp_fail_exit("out of memory");
     memset(src, 0x5a, (size_t)nsrc * size);
     memset(dst, 0xa5, (size_t)ndst * size);
     for (unsigned i = 0; i < 2 * nsrc * ndst; i++) /* warm caches and TLB */
@@ -2392,6 +2350,7 @@ static int write_csv(FILE *f, const char *path)
 int main(int argc, char **argv)
 {
     psp_log_init(PROG);
+    psp_tool_init(PROG, usage);
     setvbuf(stdout, NULL, _IOLBF, 1 << 16);
     parse_options(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -2414,7 +2373,7 @@ int main(int argc, char **argv)
 
     char err[512];
     if (proc_attach(err, sizeof err))
-        fail_exit("cannot attach to psid at %s: %s", own, err);
+        psp_fail_exit("cannot attach to psid at %s: %s", own, err);
 
     const struct mcp_config *cfg = &me.h->img->cfg;
     const struct pulc_area_cfg *ac = &me.h->area->cfg;
