@@ -104,6 +104,22 @@ void mcp_recv_done(struct mcp_image *img)
     MCP_STORE_REL(&mcp_hostq(img, q)->full, 0u);
 }
 
+uint32_t mcp_recv_position(const struct mcp_image *img)
+{
+    return MCP_LOAD_ACQ(&img->hostq_tail);
+}
+
+uint32_t mcp_recv_settle(struct mcp_image *img, uint32_t pos)
+{
+    /* mcp_recv_done() advances the tail, then clears the entry's full flag: a consumer killed
+     * between the two leaves the entry marked full behind the tail.  Unless the firmware has
+     * filled that entry again since (its head passed pos + slots: it found the flag clear),
+     * the flag is stale. */
+    if (img->hostq_tail != pos && (uint32_t)(img->hostq_head - pos) <= img->cfg.hostq_slots)
+        MCP_STORE_REL(&mcp_hostq(img, pos % img->cfg.hostq_slots)->full, 0u);
+    return img->hostq_tail;
+}
+
 int mcp_errq_pop(struct mcp_image *img, unsigned c, struct mcp_send_error *e)
 {
     struct mcp_context *cx = mcp_ctx(img, c);

@@ -62,6 +62,21 @@ int mcp_recv_peek(struct mcp_image *img, struct mcp_rx_desc *d);
 /* Release the frame returned by the last mcp_recv_peek() (the data is gone afterwards). */
 void mcp_recv_done(struct mcp_image *img);
 
+/*
+ * The host receive queue's consumer position (frames released so far, modulo 2^32).  A
+ * consumer that keeps its own count can tell from it whether its last mcp_recv_done()
+ * completed.
+ */
+uint32_t mcp_recv_position(const struct mcp_image *img);
+
+/*
+ * Finish an mcp_recv_done() that its caller did not live to complete: the frame at position
+ * pos (the caller's count before that call) is released if it is not already.  Returns the
+ * new position.  The caller serialises consumers, as for mcp_recv_done(), and holds off the
+ * firmware (the NIC lock) while it runs.
+ */
+uint32_t mcp_recv_settle(struct mcp_image *img, uint32_t pos);
+
 /* Take the oldest send error of context c into *e: 1, or 0 when none. */
 int mcp_errq_pop(struct mcp_image *img, unsigned c, struct mcp_send_error *e);
 

@@ -308,9 +308,15 @@ int pulc_drain(struct pulc_node *n, unsigned max)
     int rc = pulc_area_lock(a);
     if (rc)
         return rc;
-    /* A consumer died releasing a frame: finish what it did (see marea.h). */
-    if ((uint32_t)a->rx_count != img->hostq_tail) {
-        mcp_hostq(img, (uint32_t)a->rx_count % img->cfg.hostq_slots)->full = 0;
+    if ((uint32_t)a->rx_count != mcp_recv_position(img)) {
+        /* A consumer died inside mcp_recv_done(): finish it with the firmware held off (lock
+         * order: area, then NIC). */
+        if ((rc = pulc_nic_lock(a, img)) != 0) {
+            pulc_area_unlock(a);
+            return rc;
+        }
+        mcp_recv_settle(img, (uint32_t)a->rx_count);
+        pulc_nic_unlock(a);
         a->rx_count++;
         a->rx_head_applied = 0;
     }

@@ -649,4 +649,38 @@ out:
     free(img);
 }
 
+/* A consumer killed inside mcp_recv_done() (tail advanced, entry still marked full) is
+ * finished by mcp_recv_settle(): the entry is released once, the next frame is intact, and a
+ * completed release is left alone. */
+TEST(recv_settle_finishes_a_release_cut_short)
+{
+    struct mcp_config c;
+    struct fx f;
+    cfg_default(&c);
+    if (fx_init(&f, &c, 0) && peer_open(&f)) {
+        inject_data(&f, PISS, 1);
+        inject_data(&f, (uint8_t)(PISS + 1), 2);
+        step(&f, 0);
+        step(&f, US);
+        uint32_t pos = mcp_recv_position(f.img);
+        /* the consumer dies between the two stores of mcp_recv_done() */
+        f.img->hostq_tail++;
+        CHECK_EQ_U64(mcp_hostq(f.img, pos % c.hostq_slots)->full, 1);
+        CHECK_EQ_U64(mcp_recv_settle(f.img, pos), pos + 1);
+        CHECK_EQ_U64(mcp_hostq(f.img, pos % c.hostq_slots)->full, 0);
+        HOST_TAKES(&f, 2);
+        /* nothing cut short: settling changes nothing */
+        pos = mcp_recv_position(f.img);
+        CHECK_EQ_U64(mcp_recv_settle(f.img, pos), pos);
+        CHECK(hostq_empty(&f), "host queue not empty");
+        /* the freed entries are filled again: nothing is stuck behind a stale flag */
+        for (uint32_t i = 0; i < (uint32_t)c.hostq_slots + 2; i++) {
+            inject_data(&f, (uint8_t)(PISS + 2 + i), 10 + i);
+            step(&f, US);
+            HOST_TAKES(&f, 10 + i);
+        }
+    }
+    fx_fini(&f);
+}
+
 TEST_MAIN()
