@@ -79,6 +79,17 @@ static inline uint16_t mcp_conn_node(struct mcp_image *img, const struct mcp_con
  */
 void mcp_fw_fail_slot(struct mcp_image *img, uint32_t id, int err);
 
+/* Fill error-queue entry e for send slot s (global id) failing with err, and publish it. */
+static inline void mcp_fw_errq_write(struct mcp_image *img, struct mcp_send_error *e,
+                                     const struct mcp_send_slot *s, uint32_t id, int err)
+{
+    MCP_STORE(e->cookie, s->cookie);
+    MCP_STORE(e->slot, id % img->cfg.send_slots);
+    MCP_STORE(e->dst, s->dst);
+    MCP_STORE(e->error, (int16_t)err);
+    MCP_RELEASE(&e->full, 1u);
+}
+
 /* Clear connection c after a reset, keeping last_rx_ns = last_rx. */
 void mcp_fw_conn_clear(struct mcp_image *img, struct mcp_conn *c, uint64_t last_rx);
 

@@ -121,11 +121,7 @@ void mcp_fw_fail_slot(struct mcp_image *img, uint32_t id, int err)
     MCP_STORE(s->error, err);
     MCP_STORE(s->taken, 0);
     if (!ovf) {
-        MCP_STORE(e->cookie, s->cookie);
-        MCP_STORE(e->slot, id % img->cfg.send_slots);
-        MCP_STORE(e->dst, s->dst);
-        MCP_STORE(e->error, (int16_t)err);
-        MCP_RELEASE(&e->full, 1u);
+        mcp_fw_errq_write(img, e, s, id, err);
         MCP_STORE(cx->errq_head, pos + 1);
     }
     MCP_RELEASE(&s->state, (uint32_t)MCP_SLOT_IDLE);

@@ -49,13 +49,8 @@ static void fail_finish(struct mcp_image *img, uint32_t id, int err)
         struct mcp_send_error *e = &mcp_errq(img, s->ctx)[pos % img->cfg.send_slots];
         /* Published if full, or if the host took it already (it advances errq_tail first) */
         int published = MCP_LOAD_ACQ(&e->full) || (int32_t)(MCP_LOAD_ACQ(&cx->errq_tail) - pos) > 0;
-        if (!published) {
-            MCP_STORE(e->cookie, s->cookie);
-            MCP_STORE(e->slot, id % img->cfg.send_slots);
-            MCP_STORE(e->dst, s->dst);
-            MCP_STORE(e->error, (int16_t)err);
-            MCP_RELEASE(&e->full, 1u);
-        }
+        if (!published)
+            mcp_fw_errq_write(img, e, s, id, err);
         MCP_STORE(cx->errq_head, pos + 1);
     }
     MCP_STORE(s->error, err);
