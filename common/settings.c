@@ -47,6 +47,8 @@ static const struct psp_setting table[] = {
                                        "psid", "psid's UNIX socket (clients connect here)"},
     {"PSP_PSID_USERS",       "",       "psid", "users who may attach (names/uids); empty = any"},
     {"PSP_PSID_MAX_CLIENTS", "64",     "psid", "largest number of attached client processes"},
+    {"PSP_PSID_ALIVE_MS",    "250",    "psid", "interval of alive/load messages to the other psids"},
+    {"PSP_PSID_DEAD_MS",     "2000",   "psid", "a node silent this long is declared dead"},
     {"PSP_NIC_IDLE_US",      "500",    "psid", "psid polls the NIC after this long unpolled"},
     {"PSP_AREA_PORTS",       "1024",   "psid", "message area: ports per node (numbers 1 .. N-1)"},
     {"PSP_AREA_MESSAGES",    "8192",   "psid", "message area: message descriptors per node"},
@@ -54,6 +56,8 @@ static const struct psp_setting table[] = {
     {"PSP_SPIN_US",          "50",     "pulc", "waiting: poll this long before yielding"},
     {"PSP_YIELD_US",         "2000",   "pulc", "waiting: then poll and yield this long before sleeping"},
     {"PSP_LOCAL_DIRECT",     "32768",  "pulc", "local messages above this size are copied once by the receiver"},
+    {"PSP_PARTITION",        "",       "pulc", "nodes a job may use (ids, 0-2, hosts, IPs, n[1-4]); empty = PSP_HOSTFILE, Slurm, PBS"},
+    {"PSP_HOSTFILE",         "",       "pulc", "partition file, one host per line; empty = SLURM_JOB_NODELIST, then PBS_NODEFILE"},
 };
 /* clang-format on */
 

@@ -11,15 +11,30 @@ pulc_libpulc_la_SOURCES = \
 	pulc/src/raw_rx.c pulc/src/rawdata.c \
 	pulc/src/psk_client.c pulc/src/psk_client.h \
 	pulc/src/hal.c pulc/src/hal.h \
+	pulc/src/partition.c pulc/src/partition.h \
+	pulc/src/spawn.c pulc/src/spawn_proto.h \
 	pulc/src/init.c pulc/include/pulc.h kmod/psport_abi.h
 pulc_libpulc_la_CPPFLAGS = $(PULC_CPPFLAGS)
 pulc_libpulc_la_LIBADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread
 
 bin_PROGRAMS += pulc/psid/psid pulc/tools/psinfo
-pulc_psid_psid_SOURCES = pulc/psid/psid.c pulc/src/area.c pulc/src/area.h pulc/src/marea.c \
+pulc_psid_psid_SOURCES = pulc/psid/psid.c pulc/psid/psid_int.h \
+	pulc/psid/cluster.c pulc/psid/tasks.c pulc/psid/dlink.c pulc/psid/dlink.h \
+	pulc/psid/dmsg.c pulc/psid/dmsg.h pulc/src/spawn_proto.h \
+	pulc/src/partition.c pulc/src/partition.h \
+	pulc/src/area.c pulc/src/area.h pulc/src/marea.c \
 	pulc/src/marea.h pulc/src/proto.c pulc/src/proto.h pulc/src/raw_rx.c
 pulc_psid_psid_CPPFLAGS = $(PULC_CPPFLAGS)
 pulc_psid_psid_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread
+
+# psspawn (start tasks, logger, spawn benchmark) and psiadmin (nodes, tasks, counters, kill).
+bin_PROGRAMS += pulc/tools/psspawn pulc/tools/psiadmin
+pulc_tools_psspawn_SOURCES = pulc/tools/psspawn.c
+pulc_tools_psspawn_CPPFLAGS = $(PULC_CPPFLAGS)
+pulc_tools_psspawn_LDADD = pulc/libpulc.la
+pulc_tools_psiadmin_SOURCES = pulc/tools/psiadmin.c
+pulc_tools_psiadmin_CPPFLAGS = $(PULC_CPPFLAGS)
+pulc_tools_psiadmin_LDADD = pulc/libpulc.la
 
 pulc_tools_psinfo_SOURCES = pulc/tools/psinfo.c
 pulc_tools_psinfo_CPPFLAGS = $(PULC_CPPFLAGS)
@@ -51,6 +66,13 @@ test_unit_test_pulc_streams_SOURCES = test/unit/test_pulc_streams.c test/unit/pu
 test_unit_test_pulc_streams_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
 test_unit_test_pulc_streams_LDADD = pulc/libpulc.la
 test_unit_test_pulc_streams_LDFLAGS = -no-install
+
+# Partitions: hostlist expansion, PSP_PARTITION/PSP_HOSTFILE/Slurm/PBS, resolution to node ids.
+check_PROGRAMS += test/unit/test_partition
+test_unit_test_partition_SOURCES = test/unit/test_partition.c pulc/src/partition.c \
+	pulc/src/partition.h test/harness.h
+test_unit_test_partition_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
+test_unit_test_partition_LDADD = mcp/link/libmcplink.la common/libpspcommon.la
 
 # Traffic programs of the all-to-all and kill tests (test/integration/pulc-alltoall, pulc-kill).
 check_PROGRAMS += test/unit/pulc_stress

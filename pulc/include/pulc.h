@@ -11,6 +11,7 @@
 #ifndef PSPORT_PULC_H
 #define PSPORT_PULC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -257,6 +258,110 @@ int PSP_RawUnregister(PSP_Port *port, const PSP_RawHandle *handle);
  */
 int PSP_RawSend(PSP_Port *port, const PSP_RawHandle *dest, uint32_t offset, const void *buf,
                 uint32_t len, PSP_Request *req);
+
+/* ---- Tasks: spawning processes anywhere in the cluster (seed 000 §4.2) ----
+ *
+ * A spawner is a connection to this node's psid.  Tasks it starts run as the calling user
+ * with the environment, directory and arguments given; their output comes back to the
+ * spawner as events, line-whole per task, followed by the exit status.  When the spawner
+ * closes (or dies) its tasks are killed unless spawned detached.  Spawns are restricted to
+ * the partition taken from PSP_PARTITION, PSP_HOSTFILE, SLURM_JOB_NODELIST or PBS_NODEFILE
+ * (the first that is set; none: every node).  These calls need no PSP_Init().
+ */
+
+/* A global task id: (node << 32) | pid. */
+typedef uint64_t PSP_TaskId_t;
+#define PSP_TASK_NODE(tid) ((int)((tid) >> 32))
+#define PSP_TASK_PID(tid)  ((int)(uint32_t)(tid))
+
+/* PSP_SpawnReq.node when not a node id. */
+#define PSP_SPAWN_NEXT         (-1) /* the next live node of the partition, round-robin */
+#define PSP_SPAWN_LEAST_LOADED (-2) /* the live node with the fewest tasks, then lowest load */
+
+/* PSP_SpawnReq.flags */
+#define PSP_SPAWN_DETACHED 0x1u /* survives its spawner */
+#define PSP_SPAWN_STDIN    0x2u /* stdin fed by PSP_SpawnerStdin() (else /dev/null) */
+
+typedef struct PSP_SpawnReq {
+    int node;                /* node id, PSP_SPAWN_NEXT or PSP_SPAWN_LEAST_LOADED */
+    const char *const *argv; /* program (searched in the task's PATH) and arguments */
+    const char *const *env;  /* the task's whole environment; NULL: the caller's */
+    const char *cwd;         /* working directory; NULL: the caller's */
+    unsigned flags;          /* PSP_SPAWN_* */
+} PSP_SpawnReq_t;
+
+typedef struct PSP_Spawner PSP_Spawner_t;
+
+/*
+ * Connect to psid as a spawner, with the partition from the environment.  Returns the
+ * handle (the caller closes it) or NULL with the reason in err (psid not running, a host of
+ * the partition that is not a node, ...).
+ */
+PSP_Spawner_t *PSP_SpawnerOpen(char *err, size_t errlen);
+
+/* Close the connection: the spawner's tasks not spawned detached are killed. */
+void PSP_SpawnerClose(PSP_Spawner_t *sp);
+
+/* The descriptor to poll for events (then call PSP_SpawnerEvent with timeout 0). */
+int PSP_SpawnerFd(const PSP_Spawner_t *sp);
+
+/* Whether events are already queued in the library (poll would not show them). */
+int PSP_SpawnerPending(const PSP_Spawner_t *sp);
+
+/*
+ * Start one task; *tid gets its id.  Returns 0 or a negative errno with the reason in err:
+ * the exec/chdir errno of the task (-ENOENT: no such program), -ENXIO node not in the nodes
+ * file or outside the partition, -EHOSTDOWN node (or every node) down, -EINVAL.
+ */
+int PSP_Spawn(PSP_Spawner_t *sp, const PSP_SpawnReq_t *req, PSP_TaskId_t *tid, char *err,
+              size_t errlen);
+
+/*
+ * Start n tasks at once (all requests go out before the first reply is awaited).  tids[i]
+ * and errors[i] get each one's id or negative errno; err the first failure's reason.
+ * Returns the number started.
+ */
+int PSP_SpawnMany(PSP_Spawner_t *sp, const PSP_SpawnReq_t *reqs, unsigned n, PSP_TaskId_t *tids,
+                  int *errors, char *err, size_t errlen);
+
+enum { PSP_EVENT_OUTPUT = 1, PSP_EVENT_EXIT = 2 };
+#define PSP_EXIT_LOST   0x1u /* the task's node died: its status is unknown */
+#define PSP_EXIT_NOTIFY 0x2u /* a death asked for with PSP_SpawnerNotify() */
+
+typedef struct PSP_Event {
+    int kind;         /* PSP_EVENT_* */
+    PSP_TaskId_t tid; /* the task */
+    int stream;       /* OUTPUT: 1 stdout, 2 stderr */
+    const char *data; /* OUTPUT: one or more whole lines (the last may lack its newline at */
+    size_t len;       /*   the end of the stream); valid until the next PSP_SpawnerEvent */
+    int status;       /* EXIT: wait status (WIFEXITED, WEXITSTATUS, ...) */
+    unsigned flags;   /* EXIT: PSP_EXIT_* */
+} PSP_Event_t;
+
+/*
+ * The next event: 1 and *ev filled, 0 when none came within timeout_ms (-1: wait forever),
+ * or a negative errno (-EPIPE: psid closed the connection).  Output of a task always comes
+ * before its exit.
+ */
+int PSP_SpawnerEvent(PSP_Spawner_t *sp, PSP_Event_t *ev, int timeout_ms);
+
+/* Feed len bytes to the stdin of task tid (spawned with PSP_SPAWN_STDIN); eof closes it. */
+int PSP_SpawnerStdin(PSP_Spawner_t *sp, PSP_TaskId_t tid, const void *data, size_t len, int eof);
+
+/*
+ * Send signal sig to task tid as kill() would: 0, -ESRCH (no such task), -EPERM (another
+ * user's task), -EINVAL (bad signal), -EHOSTDOWN (its node is down).
+ */
+int PSP_SpawnerSignal(PSP_Spawner_t *sp, PSP_TaskId_t tid, int sig);
+
+/* Ask for an EXIT event (flag PSP_EXIT_NOTIFY) when task tid dies: 0 or -ESRCH etc. */
+int PSP_SpawnerNotify(PSP_Spawner_t *sp, PSP_TaskId_t tid);
+
+/* PSP_SpawnerSignal through a connection of its own. */
+int PSP_Kill(PSP_TaskId_t tid, int sig);
+
+/* Parse "node:pid" into a task id: 0 or -EINVAL. */
+int PSP_TaskIdParse(const char *text, PSP_TaskId_t *tid);
 
 #ifdef __cplusplus
 }

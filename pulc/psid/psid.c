@@ -35,20 +35,14 @@
 #include "mcp.h"
 #include "mcp_env.h"
 #include "mcp_host.h"
+#include "psid_int.h"
 #include "psport_abi.h"
 #include "settings.h"
+#include "spawn_proto.h"
 
 #define PROG        "psid"
 #define MAX_CONNS   1024
 #define NIC_TICK_NS 200000ull
-
-struct client {
-    int fd;
-    pid_t pid;
-    uid_t uid;
-    int ctx; /* attached context or -1 */
-    uint32_t generation;
-};
 
 static struct psid {
     const char *sock_path;
@@ -70,10 +64,85 @@ static struct psid {
     int listen_fd;
     int pid_fd;
     int own_pidfile, own_socket; /* created by this process: removed at exit */
+    struct mcp_fault_cfg fault;  /* of the NIC link; the daemon link injects the same */
     struct client conn[MAX_CONNS];
     unsigned nconn;
+    uint32_t next_key;
     volatile int stop_nic;
 } S;
+
+struct psid_shared psid_g;
+
+unsigned psid_client_count(void)
+{
+    return S.nconn;
+}
+
+struct client *psid_client_at(unsigned i)
+{
+    return &S.conn[i];
+}
+
+struct client *psid_client_by_key(uint32_t key)
+{
+    for (unsigned i = 0; i < S.nconn; i++)
+        if (S.conn[i].key == key)
+            return &S.conn[i];
+    return NULL;
+}
+
+/* Write what is queued for c without blocking. -1 when the connection is broken. */
+static int client_flush(struct client *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t w =
+            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (w <= 0)
+            return -1;
+        c->out_off += (size_t)w;
+    }
+    c->out_off = c->out_len = 0;
+    return 0;
+}
+
+int psid_client_queue(struct client *c, uint32_t op, int32_t status, const void *a, uint32_t alen,
+                      const void *b, uint32_t blen)
+{
+    struct psk_msg m = {PSK_MSG_MAGIC, PSK_ABI_VERSION, op, status, alen + blen, 0};
+    size_t need = sizeof m + alen + blen;
+    if (c->out_off && c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    if (c->out_len + need > c->out_cap) {
+        if (c->out_off) { /* reuse the space already written */
+            memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+            c->out_len -= c->out_off;
+            c->out_off = 0;
+        }
+        if (c->out_len + need > c->out_cap) {
+            size_t cap = c->out_cap ? c->out_cap : 4096;
+            while (cap < c->out_len + need)
+                cap *= 2;
+            char *nb = realloc(c->out, cap);
+            if (!nb)
+                return -ENOMEM;
+            c->out = nb;
+            c->out_cap = cap;
+        }
+    }
+    memcpy(c->out + c->out_len, &m, sizeof m);
+    if (alen)
+        memcpy(c->out + c->out_len + sizeof m, a, alen);
+    if (blen)
+        memcpy(c->out + c->out_len + sizeof m + alen, b, blen);
+    c->out_len += need;
+    /* A broken connection shows up as a hang-up in the loop, which drops the client. */
+    (void)client_flush(c);
+    return 0;
+}
 
 static void usage(FILE *f)
 {
@@ -223,6 +292,7 @@ static void setup_nic(const char *nodes_file)
     lp.fd = -1;
     if (mcp_fault_from_settings(&lp.fault, err, sizeof err))
         psp_die("%s", err);
+    S.fault = lp.fault;
     S.link_kind = psp_setting_str("PSP_LINK");
     S.link = mcp_link_open(S.link_kind, &lp, err, sizeof err);
     if (!S.link)
@@ -552,20 +622,42 @@ static int client_read(struct client *c, void *buf, size_t n)
     return 0;
 }
 
+static int serve_device(struct client *c, const struct psk_msg *mp, const char *payload);
+
 /* Serve one request. Returns -1 when the connection is to be closed. */
 static int serve(struct client *c)
 {
     struct psk_msg m;
     if (client_read(c, &m, sizeof m))
         return -1;
-    if (m.magic != PSK_MSG_MAGIC || m.len > 4096) {
+    if (m.magic != PSK_MSG_MAGIC || m.len > PSID_DMSG_MAX - 4096) {
         PSP_WARN("pid %ld sent a malformed request (magic 0x%08x, %u bytes): closing", (long)c->pid,
                  m.magic, m.len);
         return -1;
     }
-    char payload[4096];
-    if (m.len && client_read(c, payload, m.len))
+    char small[4096];
+    char *payload = m.len > sizeof small ? malloc(m.len) : small;
+    if (!payload || (m.len && client_read(c, payload, m.len))) {
+        if (payload != small)
+            free(payload);
         return -1;
+    }
+    int rc;
+    if (psid_cluster_is_op(m.op))
+        rc = psid_cluster_request(c, m.op, payload, m.len);
+    else if (c->spawner)
+        rc = reply_error(c, EINVAL, "a spawner connection serves cluster operations only");
+    else
+        rc = serve_device(c, &m, payload);
+    if (payload != small)
+        free(payload);
+    return rc;
+}
+
+/* The device ABI's operations (kmod/psport_abi.h). */
+static int serve_device(struct client *c, const struct psk_msg *mp, const char *payload)
+{
+    struct psk_msg m = *mp;
     switch (m.op) {
     case PSK_OP_INFO: {
         struct psk_info in;
@@ -608,7 +700,10 @@ static void accept_clients(void)
         struct timeval tv = {1, 0};
         (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        S.conn[S.nconn++] = (struct client){fd, cr.pid, cr.uid, -1, 0};
+        if (++S.next_key == 0)
+            ++S.next_key;
+        S.conn[S.nconn++] = (struct client){
+            .fd = fd, .pid = cr.pid, .uid = cr.uid, .gid = cr.gid, .ctx = -1, .key = S.next_key};
         PSP_DEBUG_LOG("connection from pid %ld (uid %ld)", (long)cr.pid, (long)cr.uid);
     }
 }
@@ -617,36 +712,55 @@ static void drop_client(unsigned i)
 {
     struct client *c = &S.conn[i];
     detach_client(c, "connection closed: the client exited or was killed; context reclaimed");
+    psid_cluster_client_gone(c);
+    free(c->out);
     close(c->fd);
     S.conn[i] = S.conn[--S.nconn];
 }
 
+#define TASK_FDS 4096
+
 static void serve_loop(int sig_fd)
 {
-    static struct pollfd pf[MAX_CONNS + 2];
+    static struct pollfd pf[MAX_CONNS + 3 + TASK_FDS];
     for (;;) {
+        int timeout = psid_cluster_run();
         pf[0] = (struct pollfd){sig_fd, POLLIN, 0};
         pf[1] = (struct pollfd){S.listen_fd, POLLIN, 0};
+        pf[2] = (struct pollfd){psid_dlink_fd(psid_g.dlink), POLLIN, 0};
         unsigned n = S.nconn;
         for (unsigned i = 0; i < n; i++)
-            pf[2 + i] = (struct pollfd){S.conn[i].fd, POLLIN, 0};
-        int r = poll(pf, n + 2, -1);
+            pf[3 + i] = (struct pollfd){S.conn[i].fd,
+                                        (short)(POLLIN | (S.conn[i].out_len ? POLLOUT : 0)), 0};
+        unsigned nt = psid_task_pollfds(pf + 3 + n, TASK_FDS);
+        int r = poll(pf, 3 + n + nt, timeout);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             psp_die("poll: %s", strerror(errno));
         if (pf[0].revents) {
             struct signalfd_siginfo si;
-            if (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+            while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGCHLD)
+                    continue;
                 PSP_INFO("signal %u: shutting down", si.ssi_signo);
                 return;
             }
         }
+        /* Task output before the exits the reaping may send, so the last lines go first. */
+        psid_task_handle(pf + 3 + n, nt);
+        psid_task_reap();
         /* Clients from the back, so dropping one (moving the last into its place) is safe. */
         for (unsigned i = n; i-- > 0;) {
-            if (!pf[2 + i].revents)
+            short ev = pf[3 + i].revents;
+            if (!ev)
                 continue;
-            if (serve(&S.conn[i]) < 0)
+            struct client *c = &S.conn[i];
+            if ((ev & POLLOUT) && client_flush(c) < 0) {
+                drop_client(i);
+                continue;
+            }
+            if ((ev & (POLLIN | POLLHUP | POLLERR)) && serve(c) < 0)
                 drop_client(i);
         }
         if (pf[1].revents)
@@ -711,6 +825,9 @@ int main(int argc, char **argv)
     take_pidfile();
     atexit(remove_files);
     setup_nic(nodes_file);
+    psid_g.node = S.node;
+    psid_g.nodes = &S.nodes;
+    psid_cluster_start(&S.fault);
     open_socket();
     if (!foreground)
         daemonize();
@@ -721,9 +838,10 @@ int main(int argc, char **argv)
     sigaddset(&ss, SIGTERM);
     sigaddset(&ss, SIGINT);
     sigaddset(&ss, SIGHUP);
+    sigaddset(&ss, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, &ss, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int sig_fd = signalfd(-1, &ss, SFD_CLOEXEC);
+    int sig_fd = signalfd(-1, &ss, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sig_fd < 0)
         psp_die("signalfd: %s", strerror(errno));
 
@@ -736,6 +854,7 @@ int main(int argc, char **argv)
 
     serve_loop(sig_fd);
 
+    psid_task_kill_all();
     __atomic_store_n(&S.stop_nic, 1, __ATOMIC_RELAXED);
     pthread_join(nt, NULL);
     while (S.nconn)
