@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,7 +124,7 @@ static void child_exec(const char *const *argv, const char *const *envp, const c
 }
 
 static void child(const struct psid_spawn_req *r, const gid_t *groups, int ngroups, int in_fd,
-                  int out_fd, int err_fd, int errpipe, const char *path)
+                  int out_fd, int err_fd, int errpipe, const char *path, pid_t psid_pid)
 {
     /* Signals as a fresh process gets them: psid blocks some and ignores SIGPIPE. */
     sigset_t none;
@@ -136,6 +137,10 @@ static void child(const struct psid_spawn_req *r, const gid_t *groups, int ngrou
         if (s != SIGKILL && s != SIGSTOP)
             sigaction(s, &dfl, NULL);
     setsid();
+    /* A task psid can no longer forward or signal dies with it, unless detached. */
+    if (!(r->flags & PSPC_SPAWN_DETACHED) &&
+        (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != psid_pid))
+        child_fail(errpipe, ESRCH);
     if (dup2(errpipe, 3) < 0 || dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
         child_fail(errpipe, errno);
     fcntl(3, F_SETFD, FD_CLOEXEC);
@@ -189,7 +194,7 @@ int psid_task_spawn(const struct psid_spawn_req *r)
         else
             T = nt, capT = cap;
     }
-    pid_t pid = -1;
+    pid_t pid = -1, self = getpid();
     if (!rc) {
         /* vfork: no copy of psid's page tables (the area and images are large); the child
          * only makes system calls until it execs or exits, and psid waits meanwhile. */
@@ -197,7 +202,7 @@ int psid_task_spawn(const struct psid_spawn_req *r)
         if (pid < 0)
             rc = -errno;
         else if (pid == 0)
-            child(r, groups, ngroups, in[0], out[1], err[1], ep[1], path);
+            child(r, groups, ngroups, in[0], out[1], err[1], ep[1], path, self);
     }
     int fds[] = {out[1], err[1], in[0], ep[1]};
     for (unsigned i = 0; i < 4; i++)

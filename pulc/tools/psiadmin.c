@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "psk_client.h"
@@ -27,6 +28,8 @@ static void usage(FILE *f)
                "  tasks               tasks psid runs on this node\n"
                "  counters            daemon link counters (messages, malformed, RDP)\n"
                "  kill [-SIG] N:PID   send SIG (default TERM; name or number) to task N:PID\n"
+               "  wait N:PID...       wait until the tasks end (death notification); print how\n"
+               "                      each ended\n"
                "  -h, --help          this text\n"
                "psid's socket: PSP_PSID_SOCKET (see psinfo -c).\n");
 }
@@ -150,6 +153,53 @@ static int do_kill(int argc, char **argv)
     return 0;
 }
 
+static int do_wait(int argc, char **argv)
+{
+    if (argc < 1)
+        psp_usage_error("wait wants task ids NODE:PID");
+    PSP_TaskId_t *tids = calloc((size_t)argc, sizeof *tids);
+    char err[512];
+    PSP_Spawner_t *sp = PSP_SpawnerOpen(err, sizeof err);
+    if (!sp || !tids)
+        psp_fail_exit("%s", sp ? "out of memory" : err);
+    int left = argc, rc = 0;
+    for (int i = 0; i < argc; i++) {
+        if (PSP_TaskIdParse(argv[i], &tids[i]))
+            psp_usage_error("'%s' is not a task id (NODE:PID)", argv[i]);
+        int e = PSP_SpawnerNotify(sp, tids[i]);
+        if (e) {
+            fprintf(stderr, PROG ": wait %s: %s\n", argv[i], strerror(-e));
+            tids[i] = 0;
+            left--;
+            rc = PSP_EXIT_FAIL;
+        }
+    }
+    while (left > 0) {
+        PSP_Event_t ev;
+        int got = PSP_SpawnerEvent(sp, &ev, -1);
+        if (got < 0)
+            psp_fail_exit("lost the connection to psid: %s", strerror(-got));
+        if (ev.kind != PSP_EVENT_EXIT)
+            continue;
+        for (int i = 0; i < argc; i++) {
+            if (tids[i] != ev.tid)
+                continue;
+            if (ev.flags & PSP_EXIT_LOST)
+                printf("task %s: lost (its node died)\n", argv[i]);
+            else if (WIFSIGNALED(ev.status))
+                printf("task %s: killed by signal %d\n", argv[i], WTERMSIG(ev.status));
+            else
+                printf("task %s: exited with %d\n", argv[i], WEXITSTATUS(ev.status));
+            fflush(stdout);
+            tids[i] = 0;
+            left--;
+        }
+    }
+    PSP_SpawnerClose(sp);
+    free(tids);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     psp_tool_init(PROG, usage);
@@ -163,6 +213,8 @@ int main(int argc, char **argv)
         return tasks();
     if (!strcmp(argv[1], "counters"))
         return counters();
+    if (!strcmp(argv[1], "wait"))
+        return do_wait(argc - 2, argv + 2);
     if (!strcmp(argv[1], "kill"))
         return do_kill(argc - 2, argv + 2);
     psp_usage_error("unknown command '%s'", argv[1]);
