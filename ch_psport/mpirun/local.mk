@@ -15,3 +15,8 @@ test_unit_test_pmi_server_SOURCES = test/unit/test_pmi_server.c ch_psport/mpirun
 	ch_psport/mpirun/pmi_server.h test/harness.h
 test_unit_test_pmi_server_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/ch_psport/mpirun -I$(top_srcdir)/test
 test_unit_test_pmi_server_LDADD = common/libpspcommon.la
+
+# A PMI-1 client without MPI, for mpirun's integration test (test/integration/mpirun).
+check_PROGRAMS += test/unit/pmi_probe
+test_unit_pmi_probe_SOURCES = test/unit/pmi_probe.c
+test_unit_pmi_probe_LDFLAGS = -no-install
