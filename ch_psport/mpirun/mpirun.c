@@ -378,33 +378,6 @@ static void kill_job(struct job *j, int sig)
             PSP_SpawnerSignal(j->sp, j->tids[r], sig);
 }
 
-static void print_lines(int label, int rank, FILE *out, const char *data, size_t len)
-{
-    while (len) {
-        const char *nl = memchr(data, '\n', len);
-        size_t n = nl ? (size_t)(nl - data) + 1 : len;
-        if (label)
-            fprintf(out, "[%d] ", rank);
-        fwrite(data, 1, n, out);
-        if (!nl)
-            fputc('\n', out);
-        data += n;
-        len -= n;
-    }
-    fflush(out);
-}
-
-static int exit_code(int status, unsigned flags)
-{
-    if (flags & PSP_EXIT_LOST)
-        return 255;
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return 255;
-}
-
 static char **rank_env(struct job *j, int r, const char *pmi_port, const char *kvs)
 {
     size_t n = 0;
@@ -598,14 +571,14 @@ static int run(struct job *j)
             if (r == j->np)
                 continue;
             if (ev.kind == PSP_EVENT_OUTPUT) {
-                print_lines(j->label, r, ev.stream == 2 ? stderr : stdout, ev.data, ev.len);
+                PSP_EventWrite(&ev, ev.stream == 2 ? 2 : 1, j->label ? r : -1);
                 continue;
             }
             if (j->done[r])
                 continue;
             j->done[r] = 1;
             left--;
-            int code = exit_code(ev.status, ev.flags);
+            int code = PSP_EventExitCode(&ev);
             j->code[r] = code;
             if (j->verbose || (code && !killing))
                 fprintf(stderr, "%s: rank %d (task %d:%d) %s\n", prog, r, PSP_TASK_NODE(ev.tid),

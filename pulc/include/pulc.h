@@ -345,6 +345,18 @@ typedef struct PSP_Event {
  */
 int PSP_SpawnerEvent(PSP_Spawner_t *sp, PSP_Event_t *ev, int timeout_ms);
 
+/*
+ * The exit code a shell would give for an EXIT event: the task's exit status, 128 + N for
+ * signal N, 255 when the task was lost with its node.
+ */
+int PSP_EventExitCode(const PSP_Event_t *ev);
+
+/*
+ * Write an OUTPUT event's lines to fd, each prefixed "[rank] " when rank >= 0; a last line
+ * without newline (end of stream) gets one.  0 or a negative errno of write().
+ */
+int PSP_EventWrite(const PSP_Event_t *ev, int fd, int rank);
+
 /* Feed len bytes to the stdin of task tid (spawned with PSP_SPAWN_STDIN); eof closes it. */
 int PSP_SpawnerStdin(PSP_Spawner_t *sp, PSP_TaskId_t tid, const void *data, size_t len, int eof);
 

@@ -251,7 +251,8 @@ static void on_alive(uint16_t src, const struct psid_m_alive *a)
     s->assigned = 0;
 }
 
-static void on_spawn(uint16_t src, const struct psid_m_spawn *m, const char *strings)
+/* Start the task a spawn request (m, its packed strings) asks for: its pid or -errno. */
+static int spawn_here(uint16_t from, const struct psid_m_spawn *m, const char *strings)
 {
     const char **argv = calloc(m->b.argc + 1, sizeof *argv);
     const char **envp = calloc(m->b.envc + 1, sizeof *envp);
@@ -264,12 +265,18 @@ static void on_spawn(uint16_t src, const struct psid_m_spawn *m, const char *str
             argv[i] = p;
         for (uint32_t i = 0; i < m->b.envc; i++, p += strlen(p) + 1)
             envp[i] = p;
-        struct psid_spawn_req r = {src,        m->key, m->spawner_pid, m->uid, m->gid,
+        struct psid_spawn_req r = {from,       m->key, m->spawner_pid, m->uid, m->gid,
                                    m->b.flags, cwd,    argv,           envp};
         pid = psid_task_spawn(&r);
     }
     free(argv);
     free(envp);
+    return pid;
+}
+
+static void on_spawn(uint16_t src, const struct psid_m_spawn *m, const char *strings)
+{
+    int pid = spawn_here(src, m, strings);
     struct psid_m_reply rep = {m->req, m->key, pid < 0 ? pid : 0, pid < 0 ? 0 : pid, 0};
     psid_dlink_send(psid_g.dlink, src, PSID_CHAN_URGENT, PSID_M_REPLY, &rep, sizeof rep, NULL, 0);
 }
@@ -534,23 +541,7 @@ static int do_spawn(struct client *c, const char *payload, uint32_t len)
     }
     if (node == psid_g.node) {
         struct psid_m_spawn m = {s.req, c->key, c->pid, c->uid, c->gid, s.b};
-        const char **argv = calloc(s.b.argc + 1, sizeof *argv);
-        const char **envp = calloc(s.b.envc + 1, sizeof *envp);
-        int pid = -ENOMEM;
-        if (argv && envp) {
-            const char *p = strings;
-            const char *cwd = p;
-            p += strlen(p) + 1;
-            for (uint32_t i = 0; i < s.b.argc; i++, p += strlen(p) + 1)
-                argv[i] = p;
-            for (uint32_t i = 0; i < s.b.envc; i++, p += strlen(p) + 1)
-                envp[i] = p;
-            struct psid_spawn_req r = {psid_g.node, m.key, m.spawner_pid, m.uid, m.gid,
-                                       s.b.flags,   cwd,   argv,          envp};
-            pid = psid_task_spawn(&r);
-        }
-        free(argv);
-        free(envp);
+        int pid = spawn_here(psid_g.node, &m, strings);
         uint64_t tid = ((uint64_t)psid_g.node << 32) | (uint32_t)(pid > 0 ? pid : 0);
         if (pid > 0)
             watch_add(c, (struct psid_watch){tid, 0, PSID_W_TASK,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -482,4 +483,59 @@ int PSP_TaskIdParse(const char *text, PSP_TaskId_t *tid)
         return -EINVAL;
     *tid = ((uint64_t)node << 32) | (uint32_t)pid;
     return 0;
+}
+
+int PSP_EventExitCode(const PSP_Event_t *ev)
+{
+    if (ev->flags & PSP_EXIT_LOST)
+        return 255;
+    if (WIFEXITED(ev->status))
+        return WEXITSTATUS(ev->status);
+    if (WIFSIGNALED(ev->status))
+        return 128 + WTERMSIG(ev->status);
+    return 255;
+}
+
+/* Write all of buf to fd. */
+static int write_all(int fd, const char *buf, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        buf += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int PSP_EventWrite(const PSP_Event_t *ev, int fd, int rank)
+{
+    /* One write per event where possible: lines of concurrent writers stay whole. */
+    size_t lines = 1;
+    for (size_t i = 0; i < ev->len; i++)
+        lines += ev->data[i] == '\n';
+    size_t cap = ev->len + 2 + (rank >= 0 ? lines * 16 : 0);
+    char *out = malloc(cap), *o = out;
+    if (!out)
+        return -ENOMEM;
+    const char *d = ev->data;
+    size_t left = ev->len;
+    while (left) {
+        const char *nl = memchr(d, '\n', left);
+        size_t n = nl ? (size_t)(nl - d) + 1 : left;
+        if (rank >= 0)
+            o += sprintf(o, "[%d] ", rank);
+        memcpy(o, d, n);
+        o += n;
+        if (!nl)
+            *o++ = '\n';
+        d += n;
+        left -= n;
+    }
+    int rc = write_all(fd, out, (size_t)(o - out));
+    free(out);
+    return rc;
 }

@@ -64,34 +64,6 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Print data (whole lines) to stream fd, each line labelled when asked. */
-static void print_lines(int label, unsigned rank, FILE *out, const char *data, size_t len)
-{
-    while (len) {
-        const char *nl = memchr(data, '\n', len);
-        size_t n = nl ? (size_t)(nl - data) + 1 : len;
-        if (label)
-            fprintf(out, "[%u] ", rank);
-        fwrite(data, 1, n, out);
-        if (!nl)
-            fputc('\n', out);
-        data += n;
-        len -= n;
-    }
-    fflush(out);
-}
-
-static int exit_code(int status, unsigned flags)
-{
-    if (flags & PSP_EXIT_LOST)
-        return 255;
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return 255;
-}
-
 static unsigned rank_of(const PSP_TaskId_t *tids, unsigned n, PSP_TaskId_t tid)
 {
     for (unsigned i = 0; i < n; i++)
@@ -177,14 +149,14 @@ static int run(const struct opts *o, char **argv, double *spawn_s, double *total
         while ((got = PSP_SpawnerEvent(sp, &ev, 0)) > 0) {
             unsigned rank = rank_of(tids, o->np, ev.tid);
             if (ev.kind == PSP_EVENT_OUTPUT) {
-                print_lines(o->label, rank, ev.stream == 2 ? stderr : stdout, ev.data, ev.len);
+                PSP_EventWrite(&ev, ev.stream == 2 ? 2 : 1, o->label ? (int)rank : -1);
                 continue;
             }
             if (rank >= o->np || done[rank])
                 continue;
             done[rank] = 1;
             left--;
-            int code = exit_code(ev.status, ev.flags);
+            int code = PSP_EventExitCode(&ev);
             if (ev.flags & PSP_EXIT_LOST)
                 fprintf(stderr, PROG ": rank %u (task %d:%d): its node died\n", rank,
                         PSP_TASK_NODE(ev.tid), PSP_TASK_PID(ev.tid));
