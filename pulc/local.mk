@@ -87,3 +87,20 @@ bin_PROGRAMS += pulc/tools/pulc-pp
 pulc_tools_pulc_pp_SOURCES = pulc/tools/pulc-pp.c
 pulc_tools_pulc_pp_CPPFLAGS = $(PULC_CPPFLAGS)
 pulc_tools_pulc_pp_LDADD = pulc/libpulc.la -lm
+
+# The daemon link (dlink.c: fragments, channels, faults, malformed frames) and the daemon
+# messages' check (dmsg.c), on 127.0.0.1.
+check_PROGRAMS += test/unit/test_dlink
+test_unit_test_dlink_SOURCES = test/unit/test_dlink.c pulc/psid/dlink.c pulc/psid/dlink.h \
+	pulc/psid/dmsg.c pulc/psid/dmsg.h test/harness.h
+test_unit_test_dlink_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/pulc/psid -I$(top_srcdir)/test
+test_unit_test_dlink_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la
+test_unit_test_dlink_LDFLAGS = -no-install
+
+# A rogue psid: malformed daemon messages to the other psids (psid integration tests).
+check_PROGRAMS += test/unit/psid_rogue
+test_unit_psid_rogue_SOURCES = test/unit/psid_rogue.c pulc/psid/dlink.c pulc/psid/dlink.h \
+	pulc/psid/dmsg.c pulc/psid/dmsg.h
+test_unit_psid_rogue_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/pulc/psid
+test_unit_psid_rogue_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la
+test_unit_psid_rogue_LDFLAGS = -no-install

@@ -20,12 +20,13 @@
 #include "mcp_env.h"
 #include "mcp_host.h"
 
-#define FRAG_MAGIC      0xd5u
-#define FRAG_FIRST      0x01u
-#define FRAG_BULK       0x02u
-#define FRAG_HDR        12u
-#define DLINK_SLOT_SIZE 8192u
-#define DLINK_CHANS     2
+#define FRAG_MAGIC          0xd5u
+#define FRAG_FIRST          0x01u
+#define FRAG_BULK           0x02u
+#define FRAG_HDR            12u
+#define DLINK_SLOT_SIZE     8192u
+#define DLINK_CHANS         2
+#define DLINK_BULK_INFLIGHT 128u /* bulk frames in the firmware at most */
 
 struct frag_hdr {
     uint8_t magic;
@@ -106,7 +107,8 @@ struct psid_dlink *psid_dlink_open(uint16_t node, const struct psp_nodes *nodes,
     char why[256];
     dl->link = mcp_link_udp_open(&lp, why, sizeof why);
     if (!dl->link) {
-        psp_set_err(err, errlen, "daemon link (UDP port %u): %s", dl->nodes.node[node].port, why);
+        psp_set_err(err, errlen, "daemon link (UDP port %u): %s",
+                    node < dl->count ? dl->nodes.node[node].port : 0, why);
         goto fail;
     }
 
@@ -183,7 +185,8 @@ int psid_dlink_fd(const struct psid_dlink *dl)
 int psid_dlink_send(struct psid_dlink *dl, uint16_t dst, enum psid_chan chan, uint16_t type,
                     const void *hdr, uint32_t hlen, const void *data, uint32_t dlen)
 {
-    if (dst >= dl->count || dst == dl->node || !dl->nodes.node[dst].present)
+    if (dst >= dl->count || dst == dl->node || !dl->nodes.node[dst].present ||
+        (unsigned)chan >= DLINK_CHANS)
         return -EINVAL;
     if ((uint64_t)hlen + dlen > PSID_DMSG_MAX)
         return -EMSGSIZE;
@@ -213,7 +216,8 @@ int psid_dlink_send(struct psid_dlink *dl, uint16_t dst, enum psid_chan chan, ui
 
 uint64_t psid_dlink_queued(const struct psid_dlink *dl, uint16_t dst, enum psid_chan chan)
 {
-    return dst < dl->count ? dl->q[dst * DLINK_CHANS + chan].bytes : 0;
+    return dst < dl->count && (unsigned)chan < DLINK_CHANS ? dl->q[dst * DLINK_CHANS + chan].bytes
+                                                           : 0;
 }
 
 void psid_dlink_forget(struct psid_dlink *dl, uint16_t dst)
@@ -228,13 +232,14 @@ void psid_dlink_forget(struct psid_dlink *dl, uint16_t dst)
     }
 }
 
-/* Move frames of queue q (for dst) into send slots. Returns frames posted, -1 if the ring
- * is full. */
-static int fill_queue(struct psid_dlink *dl, uint16_t dst, unsigned chan, struct sendq *q)
+/* Move up to max_frames frames of queue q (for dst) into send slots. Returns frames posted,
+ * -1 if the ring is full. */
+static int fill_queue(struct psid_dlink *dl, uint16_t dst, unsigned chan, struct sendq *q,
+                      uint32_t max_frames)
 {
     uint32_t room = mcp_max_payload(dl->img) - FRAG_HDR;
     int posted = 0;
-    while (q->head) {
+    while (q->head && (uint32_t)posted < max_frames) {
         struct qmsg *m = q->head;
         uint32_t slot;
         uint8_t *buf = mcp_send_slot(dl->img, 0, &slot);
@@ -262,20 +267,30 @@ static int fill_queue(struct psid_dlink *dl, uint16_t dst, unsigned chan, struct
     return posted;
 }
 
+/*
+ * Urgent messages first, then bulk, but bulk only while few frames are in flight: the ring
+ * is FIFO, so a deep backlog of output frames would hold up an alive message or a reply
+ * queued after it.
+ */
 static int fill_slots(struct psid_dlink *dl)
 {
     int work = 0;
     if (!dl->queued_msgs)
         return 0;
+    uint32_t busy = mcp_send_busy(dl->img, 0);
     for (unsigned chan = 0; chan < DLINK_CHANS; chan++)
         for (uint16_t d = 0; d < dl->count; d++) {
             struct sendq *q = &dl->q[d * DLINK_CHANS + chan];
             if (!q->head)
                 continue;
-            int n = fill_queue(dl, d, chan, q);
+            if (chan == PSID_CHAN_BULK && busy >= DLINK_BULK_INFLIGHT)
+                return work;
+            int n = fill_queue(dl, d, chan, q,
+                               chan == PSID_CHAN_BULK ? DLINK_BULK_INFLIGHT - busy : UINT32_MAX);
             if (n < 0)
                 return work;
             work += n;
+            busy += (uint32_t)n;
         }
     return work;
 }

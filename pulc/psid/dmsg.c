@@ -66,7 +66,7 @@ int psid_dmsg_check(uint16_t type, const void *data, uint32_t len)
     case PSID_M_NOTIFY: {
         struct psid_m_signal s;
         memcpy(&s, data, sizeof s);
-        return len == fixed && s.sig >= 0 && s.sig < 65 ? 0 : -1;
+        return len == fixed && s.pid > 0 && s.sig >= 0 && s.sig < 65 ? 0 : -1;
     }
     default:
         return len == fixed ? 0 : -1;

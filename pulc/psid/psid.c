@@ -827,6 +827,7 @@ int main(int argc, char **argv)
     setup_nic(nodes_file);
     psid_g.node = S.node;
     psid_g.nodes = &S.nodes;
+    psid_g.sock_path = S.sock_path;
     psid_cluster_start(&S.fault);
     open_socket();
     if (!foreground)

@@ -57,6 +57,7 @@ struct psid_shared {
     const struct psp_nodes *nodes;
     struct psid_dlink *dlink;
     uint64_t boot_id;
+    const char *sock_path; /* psid's socket: set in the environment of its tasks */
 };
 extern struct psid_shared psid_g;
 

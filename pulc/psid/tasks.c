@@ -12,7 +12,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -124,7 +126,8 @@ static void child_exec(const char *const *argv, const char *const *envp, const c
 }
 
 static void child(const struct psid_spawn_req *r, const gid_t *groups, int ngroups, int in_fd,
-                  int out_fd, int err_fd, int errpipe, const char *path, pid_t psid_pid)
+                  int out_fd, int err_fd, int errpipe, const char *path, pid_t psid_pid,
+                  int bind_cpu)
 {
     /* Signals as a fresh process gets them: psid blocks some and ignores SIGPIPE. */
     sigset_t none;
@@ -151,6 +154,13 @@ static void child(const struct psid_spawn_req *r, const gid_t *groups, int ngrou
     } else if (getuid() != r->uid) {
         child_fail(3, EPERM);
     }
+    if (bind_cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(bind_cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0)
+            child_fail(3, errno);
+    }
     if (r->cwd[0] && chdir(r->cwd) != 0)
         child_fail(3, errno);
     child_exec(r->argv, r->envp, path, 3);
@@ -170,9 +180,37 @@ int psid_task_spawn(const struct psid_spawn_req *r)
             ngroups = 256;
     }
     const char *path = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *const *e = r->envp; *e; e++)
+    int bind_cpu = -1;
+    for (const char *const *e = r->envp; *e; e++) {
         if (!strncmp(*e, "PATH=", 5))
             path = *e + 5;
+        /* mpirun -bind-to core: the rank's index on this node, bound to that core (the
+         * node's CPUs in order, wrapping around). */
+        if (!strncmp(*e, "PSP_BIND_CPU=", 13) && atoi(*e + 13) >= 0) {
+            long n = sysconf(_SC_NPROCESSORS_ONLN);
+            bind_cpu = atoi(*e + 13) % (int)(n > 0 ? n : 1);
+        }
+    }
+
+    /* The task talks to this node's psid, wherever its spawner's environment pointed. */
+    size_t ne = 0;
+    while (r->envp[ne])
+        ne++;
+    const char **envp = calloc(ne + 3, sizeof *envp);
+    char sock_env[4200], node_env[32];
+    snprintf(sock_env, sizeof sock_env, "PSP_PSID_SOCKET=%s", psid_g.sock_path);
+    snprintf(node_env, sizeof node_env, "PSP_NODE_ID=%u", psid_g.node);
+    if (!envp)
+        return -ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < ne; i++)
+        if (strncmp(r->envp[i], "PSP_PSID_SOCKET=", 16) && strncmp(r->envp[i], "PSP_NODE_ID=", 12))
+            envp[k++] = r->envp[i];
+    envp[k++] = sock_env;
+    envp[k++] = node_env;
+    struct psid_spawn_req rr = *r;
+    rr.envp = envp;
+    r = &rr;
 
     int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1}, ep[2] = {-1, -1};
     int rc = 0;
@@ -202,7 +240,7 @@ int psid_task_spawn(const struct psid_spawn_req *r)
         if (pid < 0)
             rc = -errno;
         else if (pid == 0)
-            child(r, groups, ngroups, in[0], out[1], err[1], ep[1], path, self);
+            child(r, groups, ngroups, in[0], out[1], err[1], ep[1], path, self, bind_cpu);
     }
     int fds[] = {out[1], err[1], in[0], ep[1]};
     for (unsigned i = 0; i < 4; i++)
@@ -222,6 +260,7 @@ int psid_task_spawn(const struct psid_spawn_req *r)
     }
     if (ep[0] >= 0)
         close(ep[0]);
+    free(envp);
     if (rc) {
         int keep[] = {out[0], err[0], in[1]};
         for (unsigned i = 0; i < 3; i++)
