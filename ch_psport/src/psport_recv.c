@@ -204,6 +204,10 @@ static int handle(const psport_pkt_t *p)
     int mpi_errno = MPI_SUCCESS;
     MPIDI_CH3_Pkt_t pkt = p->pkt;
     MPIR_Request *rreq = NULL;
+    /* Connections are implicit: a peer that sent to us is connected, even if we never sent
+     * to it (CH3's close protocol at MPI_Finalize expects it active). */
+    if (p->vc->state == MPIDI_VC_STATE_INACTIVE)
+        MPIDI_CHANGE_VC_STATE(p->vc, ACTIVE);
     intptr_t buflen = 0; /* the data is still in PULC: handlers set up an iov for it */
     MPIR_ERR_CHKANDJUMP1(pkt.type < 0 || pkt.type >= MPIDI_CH3_PKT_END_ALL ||
                              !MPIDI_CH3I_pktArray[pkt.type],
