@@ -60,7 +60,7 @@ static const struct psp_setting table[] = {
     {"PSP_HOSTFILE",         "",       "pulc", "partition file, one host per line; empty = SLURM_JOB_NODELIST, then PBS_NODEFILE"},
 
     /* mpi (ch_psport, the MPICH channel) */
-    {"PSP_EAGER_MAX",        "65536",  "mpi",  "largest MPI message sent eagerly (bytes); MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE, when set, wins"},
+    {"PSP_EAGER_MAX",        "262144", "mpi",  "largest MPI message sent eagerly (bytes); MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE, when set, wins"},
 };
 /* clang-format on */
 

@@ -66,7 +66,7 @@ static void make_sizes(void)
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
         add(base[i]);
     const char *e = getenv("PSP_EAGER_MAX");
-    long eager = e ? atol(e) : 65536;
+    long eager = e ? atol(e) : 262144; /* the default of PSP_EAGER_MAX */
     long around[] = {eager, 4096, 16384, 32768, 65536, 131072, 262144};
     for (size_t i = 0; i < sizeof around / sizeof around[0]; i++)
         for (long d = -1; d <= 1; d++)
