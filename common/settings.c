@@ -58,6 +58,9 @@ static const struct psp_setting table[] = {
     {"PSP_LOCAL_DIRECT",     "32768",  "pulc", "local messages above this size are copied once by the receiver"},
     {"PSP_PARTITION",        "",       "pulc", "nodes a job may use (ids, 0-2, hosts, IPs, n[1-4]); empty = PSP_HOSTFILE, Slurm, PBS"},
     {"PSP_HOSTFILE",         "",       "pulc", "partition file, one host per line; empty = SLURM_JOB_NODELIST, then PBS_NODEFILE"},
+
+    /* mpi (ch_psport, the MPICH channel) */
+    {"PSP_EAGER_MAX",        "262144", "mpi",  "largest MPI message sent eagerly (bytes); MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE, when set, wins"},
 };
 /* clang-format on */
 

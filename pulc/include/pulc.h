@@ -136,6 +136,15 @@ int PSP_Test(PSP_Request *req);
  */
 int PSP_Wait(PSP_Request *req, int timeout_ms);
 
+/*
+ * Wait at most timeout_ms (-1: no limit) until something new happens on port — a message or
+ * a fragment of one arrives, a local direct send is handed back — running progress meanwhile
+ * and spinning, yielding, then sleeping like PSP_Wait.  For a caller that watches its posted
+ * receives with accept callbacks of its own (an MPI channel).  Returns 0, -ETIMEDOUT, or an
+ * error of the progress engine.
+ */
+int PSP_WaitPort(PSP_Port *port, int timeout_ms);
+
 /* Cancel a posted receive not yet matched: 0 (req->error = -ECANCELED), else -EBUSY. */
 int PSP_Cancel(PSP_Request *req);
 

@@ -850,6 +850,24 @@ int PSP_Wait(PSP_Request *req, int timeout_ms)
     return rc ? rc : req->error;
 }
 
+struct port_watch {
+    const struct pulc_port *pt;
+    uint32_t event;
+};
+
+static int port_changed(void *arg)
+{
+    const struct port_watch *w = arg;
+    return __atomic_load_n(&w->pt->event, __ATOMIC_ACQUIRE) != w->event;
+}
+
+int PSP_WaitPort(PSP_Port *port, int timeout_ms)
+{
+    struct port_watch w = {pulc_port_at(proc.node.area, port->idx), 0};
+    w.event = __atomic_load_n(&w.pt->event, __ATOMIC_ACQUIRE);
+    return pulc_wait(&proc, port, port_changed, &w, timeout_ms);
+}
+
 int PSP_Send(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen, const void *buf,
              uint32_t len)
 {

@@ -319,6 +319,48 @@ TEST(cancel_posted_receive_then_message_still_arrives)
     PSP_ClosePort(p);
 }
 
+/* An accept callback that only looks (as an MPI channel watching its port does). */
+static int look_only(const PSP_MsgInfo *m, void *arg)
+{
+    if (m->len == 5)
+        ++*(int *)arg;
+    return 0;
+}
+
+TEST(wait_port_returns_when_a_message_arrives)
+{
+    int go[2];
+    REQUIRE(pipe(go) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(2);
+        uint16_t peer = as_sender();
+        PSP_Port *s = open_port(PSP_ANYPORT);
+        _exit(send_retry(s, PSP_PORTID(peer, 105), NULL, 0, "hello", 5) ? 2 : 0);
+    }
+    close(go[0]);
+    as_receiver();
+    PSP_Port *p = open_port(105);
+    int seen = 0;
+    PSP_Request watch, r;
+    CHECK_OK(PSP_IReceive(p, NULL, 0, NULL, 0, look_only, &seen, &watch));
+    CHECK_EQ_I64(PSP_WaitPort(p, 30), -ETIMEDOUT); /* nothing came */
+    REQUIRE(write(go[1], "g", 1) == 1, "pipe");
+    for (int i = 0; i < 100 && !seen; i++) /* each return: something happened on the port */
+        CHECK_OK(PSP_WaitPort(p, 10000));
+    CHECK_EQ_I64(seen, 1);
+    CHECK_EQ_I64(PSP_Test(&watch), 0); /* looked at, not taken */
+    CHECK_OK(PSP_Cancel(&watch));
+    uint8_t buf[16];
+    CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
+    CHECK_EQ_MEM(buf, "hello", 5);
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
 TEST(truncation_reported_to_receiver)
 {
     ready_make();

@@ -1,0 +1,103 @@
+/*
+ * mpidi_ch3_impl.h — the psport channel's internal interface between its files.
+ *
+ *   psport_init.c      init/finalize, VCs, business cards, the eager limit
+ *   psport_send.c      CH3 packets (+ data) out as one PULC message each; send completion
+ *   psport_recv.c      PULC messages in: headers in order per sender, data into CH3's iov
+ *   psport_rndv.c      rendezvous: RTS/CTS/DONE, rawdata between nodes, process_vm_readv
+ *   psport_progress.c  the progress engine and waiting
+ *   psport_dynamic.c   spawn and ports: not supported (MPI_ERR_SPAWN)
+ *   psport_win.c       RMA: CH3's defaults
+ */
+#ifndef MPIDI_CH3_IMPL_H_INCLUDED
+#define MPIDI_CH3_IMPL_H_INCLUDED
+
+#include "mpidimpl.h"
+#include "pulc.h"
+
+/*
+ * What precedes every CH3 packet in the PULC extra header: the sender's rank in the process
+ * group and its per-destination sequence number (the receive side records messages of a
+ * sender in this order).  Host byte order, like CH3's packets: nodes are homogeneous.
+ */
+typedef struct MPIDI_CH3I_Wire {
+    uint32_t seq;
+    int32_t src_rank;
+} MPIDI_CH3I_Wire_t;
+
+/* The longest extra header: wire header + a whole CH3 packet (PULC takes up to 256 B). */
+#define MPIDI_CH3I_XHDR_MAX (sizeof(MPIDI_CH3I_Wire_t) + sizeof(MPIDI_CH3_Pkt_t))
+
+/* This process's endpoint (NULL in a job of one process, which talks to nobody). */
+extern PSP_Port *MPIDI_CH3I_port;
+/* The node it is on (PULC node id), -1 without endpoint. */
+extern int MPIDI_CH3I_node;
+
+/* Packet handlers, CH3's and the channel's, indexed by packet type. */
+extern MPIDI_CH3_PktHandler_Fcn *MPIDI_CH3I_pktArray[MPIDI_CH3_PKT_END_ALL];
+
+/* The peer's port id, looked up from its business card the first time: MPI error code. */
+int MPIDI_CH3I_VC_port(MPIDI_VC_t *vc, PSP_PortId *id);
+
+/* The eager limit (payload bytes) from PSP_EAGER_MAX and MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE;
+ * -1 with a message in err when PSP_EAGER_MAX is not a number in range. */
+int MPIDI_CH3I_Eager_limit(char *err, size_t errlen);
+
+/* ---- psport_send.c ---- */
+
+/*
+ * Send a CH3 packet (iov[0]) with the data of iov[1..n-1] as one PULC message.  With sreq
+ * (iSend/iSendv) a reload handler (SendReloadIOV) is run until it has handed out all data,
+ * and at completion sreq's OnDataAvail is called or sreq completed.  Without sreq
+ * (iStartMsg*) a request is made only if the send does not complete at once (*sreq_out).
+ * raw: a rawdata write instead (psport_rndv.c).  Returns an MPI error code.
+ */
+int MPIDI_CH3I_Send(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct iovec *iov, int n,
+                    MPIR_Request **sreq_out);
+
+/* A rawdata write of len bytes at buf into the registration h; sreq completes with it. */
+int MPIDI_CH3I_Send_raw(MPIDI_VC_t *vc, MPIR_Request *sreq, const PSP_RawHandle *h, const void *buf,
+                        uint32_t len);
+
+/* Complete the sends PULC has finished; *made set when one did.  MPI error code. */
+int MPIDI_CH3I_Send_progress(int *made);
+
+/* Sends still in PULC's hands. */
+int MPIDI_CH3I_Send_pending(void);
+
+/* ---- psport_recv.c ---- */
+
+/* Post the receive that records arriving packets; undo it.  MPI error codes. */
+int MPIDI_CH3I_Recv_init(void);
+void MPIDI_CH3I_Recv_finalize(void);
+
+/* Finish data receives, hand recorded packets to CH3 in order per sender. */
+int MPIDI_CH3I_Recv_progress(int *made);
+
+/* ---- psport_rndv.c ---- */
+
+/* vc->rndvSend_fn and vc->rndvRecv_fn (CH3's signatures). */
+int MPIDI_CH3I_Rndv_send(MPIR_Request **sreq_p, const void *buf, MPI_Aint count,
+                         MPI_Datatype datatype, int dt_contig, intptr_t data_sz,
+                         MPI_Aint dt_true_lb, int rank, int tag, MPIR_Comm *comm,
+                         int context_offset);
+int MPIDI_CH3I_Rndv_recv(MPIDI_VC_t *vc, MPIR_Request *rreq);
+
+/* Handlers of the channel's packets. */
+int MPIDI_CH3I_Pkt_rts(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr_t *buflen,
+                       MPIR_Request **rreqp);
+int MPIDI_CH3I_Pkt_cts(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr_t *buflen,
+                       MPIR_Request **rreqp);
+int MPIDI_CH3I_Pkt_done(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr_t *buflen,
+                        MPIR_Request **rreqp);
+
+/* Complete rendezvous receives whose rawdata has all arrived. */
+int MPIDI_CH3I_Rndv_progress(int *made);
+
+/* ---- RMA: no shared-memory windows in this channel ---- */
+#define MPIDI_CH3I_SHM_MUTEX_LOCK(win_ptr)
+#define MPIDI_CH3I_SHM_MUTEX_UNLOCK(win_ptr)
+#define MPIDI_CH3I_SHM_MUTEX_INIT(win_ptr)
+#define MPIDI_CH3I_SHM_MUTEX_DESTROY(win_ptr)
+
+#endif /* MPIDI_CH3_IMPL_H_INCLUDED */

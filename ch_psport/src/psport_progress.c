@@ -1,0 +1,105 @@
+/*
+ * psport_progress.c — the progress engine: one pass polls PULC (the NIC, local deliveries),
+ * finishes sends, hands arrived packets to CH3, finishes rendezvous receives and runs
+ * MPICH's progress hooks (non-blocking collectives).  A blocking wait polls until a request
+ * completes — spinning first (waking a sleeping process costs ~38 us on this kind of
+ * machine, a poll ~1 us), then yielding the processor, then sleeping in PULC until something
+ * arrives for our port (PSP_SPIN_US, PSP_YIELD_US: co-scheduling as in pulc/README.md).
+ * With MPI_THREAD_MULTIPLE a waiter never sleeps holding MPICH's global lock: it yields the
+ * lock between passes, so other threads' calls get in and their completions wake it.
+ */
+#include "mpidi_ch3_impl.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include "settings.h"
+
+volatile unsigned int MPIDI_CH3I_progress_completion_count = 0;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spin then yield phase lengths (ns), from the PULC settings; read once. */
+static void phases(uint64_t *spin, uint64_t *yield)
+{
+    static uint64_t s = UINT64_MAX, y;
+    if (s == UINT64_MAX) {
+        char err[256];
+        uint64_t v;
+        s = psp_setting_u64("PSP_SPIN_US", 0, 10000000, &v, err, sizeof err) ? 50000 : v * 1000;
+        y = psp_setting_u64("PSP_YIELD_US", 0, 100000000, &v, err, sizeof err) ? 2000000 : v * 1000;
+    }
+    *spin = s;
+    *yield = y;
+}
+
+/* One pass over everything; *made set when anything happened.  MPI error code. */
+static int pass(int *made)
+{
+    int mpi_errno = MPIR_Progress_hook_exec_all(made);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (!MPIDI_CH3I_port)
+        return MPI_SUCCESS;
+    int rc = PSP_Progress();
+    if (rc < 0)
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
+                             PSP_StrError(rc));
+    mpi_errno = MPIDI_CH3I_Send_progress(made);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_CH3I_Recv_progress(made);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_CH3I_Rndv_progress(made);
+    MPIR_ERR_CHECK(mpi_errno);
+fn_fail:
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
+{
+    int mpi_errno = MPI_SUCCESS, made = 0;
+    if (!blocking)
+        return pass(&made);
+
+    uint64_t spin, yield;
+    phases(&spin, &yield);
+    uint64_t t0 = now_ns();
+    for (unsigned turn = 0;; turn++) {
+        made = 0;
+        mpi_errno = pass(&made);
+        MPIR_ERR_CHECK(mpi_errno);
+        if (state->ch.completion_count != MPIDI_CH3I_progress_completion_count)
+            break;
+        if (made) { /* a hook or a packet did something: CH3 may want to look */
+            t0 = now_ns();
+            continue;
+        }
+        uint64_t waited = (turn & 15) == 0 ? now_ns() - t0 : 0;
+        if (MPIR_IS_THREADED) {
+            MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+            if (waited >= spin)
+                sched_yield();
+        } else if (waited >= spin + yield && MPIDI_CH3I_port) {
+            /* Asleep until something arrives for our port (PULC spins and yields briefly
+             * first); a bounded sleep, so hooks and sends run now and then. */
+            int rc = PSP_WaitPort(MPIDI_CH3I_port, 100);
+            if (rc < 0 && rc != -ETIMEDOUT)
+                MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
+                                     PSP_StrError(rc));
+        } else if (waited >= spin) {
+            sched_yield();
+        }
+    }
+fn_fail:
+    state->ch.completion_count = MPIDI_CH3I_progress_completion_count;
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Progress_finalize(void)
+{
+    return MPI_SUCCESS;
+}

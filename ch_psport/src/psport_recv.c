@@ -1,0 +1,304 @@
+/*
+ * psport_recv.c — PULC messages in, to CH3.
+ *
+ * A receive with an accept callback that never takes anything (the "watcher") stays posted
+ * on the port; PULC shows it every queued message's extra header, and it records each
+ * sender's CH3 packets in that sender's sequence order, data still in the message area.
+ * Recorded packets go to CH3's handlers in order per sender; a packet with data is then
+ * taken by a receive that accepts exactly that message, straight into the buffer CH3's
+ * handler chose (one copy, area to user buffer), or, when CH3 wants the data in pieces
+ * (non-contiguous datatype, RMA), into a buffer that is then fed through CH3's iov.  While a
+ * sender's data is being received its later packets wait, as CH3 requires.
+ */
+#include "mpidi_ch3_impl.h"
+
+#include <string.h>
+
+/* A packet recorded by the watcher. */
+typedef struct psport_pkt {
+    MPIDI_VC_t *vc; /* NULL: handled (slot to be removed) */
+    PSP_PortId src;
+    uint32_t seq;
+    uint32_t len; /* payload bytes */
+    MPIDI_CH3_Pkt_t pkt;
+} psport_pkt_t;
+
+static psport_pkt_t *pkts; /* in arrival order */
+static size_t npkts, cap_pkts;
+static int record_failed; /* the watcher ran out of memory: look at the queue again */
+
+/* One PULC receive taking a recorded message. */
+typedef struct psport_take {
+    PSP_Request preq;
+    struct psport_take *next;
+    MPIDI_VC_t *vc;
+    MPIR_Request *rreq; /* the CH3 request the data is for; NULL: no data for CH3 */
+    PSP_PortId src;
+    uint32_t seq;
+    uint32_t len;
+    void *tmp; /* data taken into a buffer of ours, then fed through CH3's iov */
+} psport_take_t;
+
+static psport_take_t *takes, *free_takes;
+static PSP_Request watcher;
+static int watcher_posted;
+
+static int wire_of(const PSP_MsgInfo *m, MPIDI_CH3I_Wire_t *w)
+{
+    if (m->xlen < sizeof *w || m->xlen > MPIDI_CH3I_XHDR_MAX)
+        return 0;
+    memcpy(w, m->xheader, sizeof *w);
+    return w->src_rank >= 0 && w->src_rank < MPIDI_Process.my_pg->size;
+}
+
+/* The watcher's accept callback: record the next packet of each sender, take nothing.  Runs
+ * inside PULC's progress (area locked): it must not call PULC. */
+static int watch(const PSP_MsgInfo *m, void *arg)
+{
+    (void)arg;
+    MPIDI_CH3I_Wire_t w;
+    if (!wire_of(m, &w))
+        return 0;
+    MPIDI_VC_t *vc;
+    MPIDI_PG_Get_vc(MPIDI_Process.my_pg, w.src_rank, &vc);
+    if (w.seq != vc->ch.claim_seq)
+        return 0; /* recorded before */
+    if (npkts == cap_pkts) {
+        size_t c = cap_pkts ? 2 * cap_pkts : 64;
+        psport_pkt_t *n = MPL_realloc(pkts, c * sizeof *n, MPL_MEM_BUFFER);
+        if (!n) {
+            record_failed = 1;
+            return 0;
+        }
+        pkts = n;
+        cap_pkts = c;
+    }
+    psport_pkt_t *p = &pkts[npkts++];
+    p->vc = vc;
+    p->src = m->src;
+    p->seq = w.seq;
+    p->len = m->len;
+    memset(&p->pkt, 0, sizeof p->pkt);
+    memcpy(&p->pkt, (const char *)m->xheader + sizeof w, m->xlen - sizeof w);
+    vc->ch.claim_seq++;
+    if (!vc->ch.port)
+        vc->ch.port = m->src; /* spares a business card lookup to answer it */
+    return 0;
+}
+
+/* A take's accept callback: exactly the recorded message. */
+static int take_this(const PSP_MsgInfo *m, void *arg)
+{
+    const psport_take_t *t = arg;
+    MPIDI_CH3I_Wire_t w;
+    return m->src == t->src && wire_of(m, &w) && w.seq == t->seq;
+}
+
+static int post_watcher(void)
+{
+    int rc = PSP_IReceive(MPIDI_CH3I_port, NULL, 0, NULL, 0, watch, NULL, &watcher);
+    if (rc)
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
+                                    "**psport_pulc", "**psport_pulc %s", PSP_StrError(rc));
+    watcher_posted = 1;
+    return MPI_SUCCESS;
+}
+
+int MPIDI_CH3I_Recv_init(void)
+{
+    return post_watcher();
+}
+
+void MPIDI_CH3I_Recv_finalize(void)
+{
+    if (watcher_posted)
+        PSP_Cancel(&watcher);
+    watcher_posted = 0;
+    while (free_takes) {
+        psport_take_t *t = free_takes;
+        free_takes = t->next;
+        MPL_free(t);
+    }
+    MPL_free(pkts);
+    pkts = NULL;
+    npkts = cap_pkts = 0;
+}
+
+/* Post a take for a recorded message into buf (len bytes); the watcher moves behind it, as
+ * PULC matches receives in the order posted and the watcher never matches. */
+static int post_take(psport_take_t *t, void *buf)
+{
+    int mpi_errno = MPI_SUCCESS;
+    PSP_Cancel(&watcher);
+    /* Without a buffer the message is taken and its data dropped (-EMSGSIZE). */
+    int rc = PSP_IReceive(MPIDI_CH3I_port, NULL, 0, buf, buf ? t->len : 0, take_this, t, &t->preq);
+    mpi_errno = post_watcher();
+    if (rc)
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
+                             PSP_StrError(rc));
+    t->next = takes;
+    takes = t;
+fn_fail:
+    return mpi_errno;
+}
+
+/* CH3's step after its iov is filled: OnDataAvail (which may load more iov) or complete. */
+static int iov_filled(MPIDI_VC_t *vc, MPIR_Request *rreq, int *complete)
+{
+    int (*reqFn)(MPIDI_VC_t *, MPIR_Request *, int *) = rreq->dev.OnDataAvail;
+    if (!reqFn) {
+        *complete = 1;
+        return MPID_Request_complete(rreq);
+    }
+    return reqFn(vc, rreq, complete);
+}
+
+/* Feed len bytes at data through rreq's iov, reloading it, until CH3 says complete. */
+static int feed(MPIDI_VC_t *vc, MPIR_Request *rreq, const char *data, size_t len)
+{
+    int mpi_errno = MPI_SUCCESS, complete = 0;
+    size_t off = 0;
+    while (!complete) {
+        struct iovec *iov = rreq->dev.iov + rreq->dev.iov_offset;
+        for (int i = 0; i < rreq->dev.iov_count; i++) {
+            MPIR_ERR_CHKANDJUMP2(off + iov[i].iov_len > len, mpi_errno, MPI_ERR_OTHER,
+                                 "**psport_short", "**psport_short %d %d", vc->pg_rank, (int)len);
+            memcpy(iov[i].iov_base, data + off, iov[i].iov_len);
+            off += iov[i].iov_len;
+        }
+        mpi_errno = iov_filled(vc, rreq, &complete);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+fn_fail:
+    return mpi_errno;
+}
+
+/* A take completed: give the data to CH3. */
+static int take_done(psport_take_t *t)
+{
+    int mpi_errno = MPI_SUCCESS;
+    if (t->preq.error && t->preq.error != -EMSGSIZE)
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**psport_recv", "**psport_recv %d %s",
+                             t->vc->pg_rank, PSP_StrError(t->preq.error));
+    if (t->rreq) {
+        t->vc->ch.recv_busy = 0;
+        if (t->tmp) {
+            mpi_errno = feed(t->vc, t->rreq, t->tmp, t->len);
+        } else {
+            int complete = 0;
+            mpi_errno = iov_filled(t->vc, t->rreq, &complete);
+            MPIR_Assert(complete || mpi_errno);
+        }
+    }
+fn_fail:
+    MPL_free(t->tmp);
+    t->tmp = NULL;
+    t->next = free_takes;
+    free_takes = t;
+    return mpi_errno;
+}
+
+/* Hand one recorded packet to CH3, then take its message. */
+static int handle(const psport_pkt_t *p)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_CH3_Pkt_t pkt = p->pkt;
+    MPIR_Request *rreq = NULL;
+    /* Connections are implicit: a peer that sent to us is connected, even if we never sent
+     * to it (CH3's close protocol at MPI_Finalize expects it active). */
+    if (p->vc->state == MPIDI_VC_STATE_INACTIVE)
+        MPIDI_CHANGE_VC_STATE(p->vc, ACTIVE);
+    intptr_t buflen = 0; /* the data is still in PULC: handlers set up an iov for it */
+    MPIR_ERR_CHKANDJUMP1(pkt.type < 0 || pkt.type >= MPIDI_CH3_PKT_END_ALL ||
+                             !MPIDI_CH3I_pktArray[pkt.type],
+                         mpi_errno, MPI_ERR_OTHER, "**invalidpkt", "**invalidpkt %d", pkt.type);
+    mpi_errno = MPIDI_CH3I_pktArray[pkt.type](p->vc, &pkt, NULL, &buflen, &rreq);
+    MPIR_ERR_CHECK(mpi_errno);
+
+    psport_take_t *t = free_takes;
+    if (t)
+        free_takes = t->next;
+    else
+        t = MPL_malloc(sizeof *t, MPL_MEM_BUFFER);
+    MPIR_ERR_CHKANDJUMP(t == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    t->vc = p->vc;
+    t->src = p->src;
+    t->seq = p->seq;
+    t->len = p->len;
+    t->tmp = NULL;
+    t->rreq = NULL;
+    void *buf = NULL;
+    if (rreq && p->len) {
+        struct iovec *iov = rreq->dev.iov + rreq->dev.iov_offset;
+        if (rreq->dev.iov_count == 1 && iov[0].iov_len == p->len) {
+            buf = iov[0].iov_base; /* one copy: message area to CH3's buffer */
+        } else {
+            t->tmp = MPL_malloc(p->len, MPL_MEM_BUFFER);
+            if (!t->tmp) {
+                t->next = free_takes;
+                free_takes = t;
+                MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**nomem", "**nomem %d",
+                                     (int)p->len);
+            }
+            buf = t->tmp;
+        }
+        t->rreq = rreq;
+        p->vc->ch.recv_busy = 1;
+    } else if (rreq) { /* no data though CH3 set up a receive: it is complete now */
+        int complete = 0;
+        mpi_errno = iov_filled(p->vc, rreq, &complete);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    /* Take the message even without data for CH3: it must leave PULC's queue. */
+    mpi_errno = post_take(t, buf);
+fn_fail:
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Recv_progress(int *made)
+{
+    int mpi_errno = MPI_SUCCESS;
+    if (!MPIDI_CH3I_port)
+        return MPI_SUCCESS;
+
+    /* Takes that completed. */
+    for (psport_take_t **pp = &takes; *pp;) {
+        psport_take_t *t = *pp;
+        if (!PSP_Test(&t->preq)) {
+            pp = &t->next;
+            continue;
+        }
+        *pp = t->next;
+        *made = 1;
+        mpi_errno = take_done(t);
+        MPIR_ERR_CHECK(mpi_errno);
+        pp = &takes; /* take_done may have posted takes at the head: look again from there */
+    }
+
+    /* Recorded packets, in order per sender; a sender whose data is being received waits.
+     * Handlers may make PULC progress, which records more packets behind these (pkts may
+     * move), so slots are addressed by index. */
+    size_t i = 0;
+    for (; i < npkts; i++) {
+        if (!pkts[i].vc || pkts[i].vc->ch.recv_busy)
+            continue;
+        psport_pkt_t p = pkts[i];
+        pkts[i].vc = NULL;
+        *made = 1;
+        mpi_errno = handle(&p);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    size_t k = 0;
+    for (size_t j = 0; j < npkts; j++)
+        if (pkts[j].vc)
+            pkts[k++] = pkts[j];
+    npkts = k;
+
+    if (record_failed) { /* look at the whole queue again */
+        record_failed = 0;
+        PSP_Cancel(&watcher);
+        mpi_errno = post_watcher();
+    }
+fn_fail:
+    return mpi_errno;
+}

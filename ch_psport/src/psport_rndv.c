@@ -1,0 +1,293 @@
+/*
+ * psport_rndv.c — the rendezvous protocol for messages above the eager limit, hooked into
+ * CH3 through vc->rndvSend_fn / vc->rndvRecv_fn (as nemesis hooks its large message
+ * transfer), with the channel's own packets:
+ *
+ *   sender                         receiver (once the message is matched)
+ *   RTS (match, size, pid, addr) →
+ *                                  same node:  process_vm_readv from the sender's buffer
+ *                                ← DONE        (the sender's request completes)
+ *                                  other node: register the user buffer for rawdata
+ *                                ← CTS (handle, bytes)
+ *   PSP_RawSend into it          →             complete when all bytes are in
+ *
+ * Either way the data is copied once, with no intermediate buffer — unless the receive
+ * datatype is not contiguous, then into a buffer of the message's size that is unpacked.
+ * A non-contiguous send buffer goes CH3's own rendezvous (MPIDI_CH3_RndvSend), which sends
+ * the data as one eager-style message once the receiver is ready.
+ */
+#include "mpidi_ch3_impl.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* A receive waiting for rawdata. */
+typedef struct psport_raw_recv {
+    struct psport_raw_recv *next;
+    MPIR_Request *rreq;
+    PSP_RawHandle handle;
+    uint32_t len;
+    void *tmp; /* non-contiguous receive buffer: unpack from here */
+} psport_raw_recv_t;
+
+static psport_raw_recv_t *raw_recvs;
+
+int MPIDI_CH3I_Rndv_send(MPIR_Request **sreq_p, const void *buf, MPI_Aint count,
+                         MPI_Datatype datatype, int dt_contig, intptr_t data_sz,
+                         MPI_Aint dt_true_lb, int rank, int tag, MPIR_Comm *comm,
+                         int context_offset)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIR_Request *sreq = *sreq_p, *rts_sreq = NULL;
+    MPIDI_VC_t *vc;
+    if (!dt_contig || data_sz > UINT32_MAX) /* CH3's path (one PULC message of the data) */
+        return MPIDI_CH3_RndvSend(sreq_p, buf, count, datatype, dt_contig, data_sz, dt_true_lb,
+                                  rank, tag, comm, context_offset);
+
+    MPIDI_CH3_Pkt_t upkt;
+    MPIDI_CH3I_Pkt_psp_rts_t *rts = &upkt.psp_rts;
+    MPIDI_Pkt_init(rts, MPIDI_CH3I_PKT_PSP_RTS);
+    rts->match.parts.rank = comm->rank;
+    rts->match.parts.tag = tag;
+    rts->match.parts.context_id = comm->context_id + context_offset;
+    rts->sender_req_id = sreq->handle;
+    rts->data_sz = data_sz;
+    rts->pid = (int32_t)getpid();
+    rts->addr = (uint64_t)(uintptr_t)MPIR_get_contig_ptr(buf, dt_true_lb);
+    sreq->dev.OnDataAvail = NULL;
+    sreq->dev.partner_request = NULL;
+
+    MPIDI_Comm_get_vc_set_active(comm, rank, &vc);
+    mpi_errno = MPIDI_CH3_iStartMsg(vc, rts, sizeof *rts, &rts_sreq);
+    if (mpi_errno) {
+        MPIR_Request_free(sreq);
+        *sreq_p = NULL;
+        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**ch3|rtspkt");
+    }
+    if (rts_sreq)
+        MPIR_Request_free(rts_sreq); /* the RTS completes on its own */
+fn_fail:
+    return mpi_errno;
+}
+
+/* rreq is matched: move its data (see the top of this file). */
+static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
+{
+    int mpi_errno = MPI_SUCCESS;
+    int dt_contig;
+    MPI_Aint dt_true_lb;
+    intptr_t userbuf_sz;
+    MPIR_Datatype *dt_ptr;
+    MPIDI_Datatype_get_info(rreq->dev.user_count, rreq->dev.datatype, dt_contig, userbuf_sz, dt_ptr,
+                            dt_true_lb);
+    (void)dt_ptr;
+    intptr_t n = rreq->dev.recv_data_sz;
+    if (n > userbuf_sz) { /* truncated: take what fits, report MPI_ERR_TRUNCATE */
+        rreq->status.MPI_ERROR = MPIR_Err_create_code(
+            MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__, MPI_ERR_TRUNCATE, "**truncate",
+            "**truncate %d %d %d %d", rreq->status.MPI_SOURCE, rreq->status.MPI_TAG,
+            (int)rreq->dev.recv_data_sz, (int)userbuf_sz);
+        n = userbuf_sz;
+    }
+    MPIR_STATUS_SET_COUNT(rreq->status, n);
+    void *tmp = NULL, *dst = MPIR_get_contig_ptr(rreq->dev.user_buf, dt_true_lb);
+    if (!dt_contig && n) {
+        tmp = MPL_malloc(n, MPL_MEM_BUFFER);
+        MPIR_ERR_CHKANDJUMP1(tmp == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem", "**nomem %d",
+                             (int)n);
+        dst = tmp;
+    }
+    PSP_PortId peer;
+    mpi_errno = MPIDI_CH3I_VC_port(vc, &peer);
+    MPIR_ERR_CHECK(mpi_errno);
+
+    if (PSP_PORTID_NODE(peer) == MPIDI_CH3I_node) {
+        /* Same node: read the sender's buffer directly, then let it go. */
+        intptr_t got = 0;
+        while (got < n) {
+            struct iovec l = {(char *)dst + got, (size_t)(n - got)};
+            struct iovec r = {(void *)(uintptr_t)(rreq->ch.rndv_addr + (uint64_t)got),
+                              (size_t)(n - got)};
+            ssize_t k = process_vm_readv(rreq->ch.rndv_pid, &l, 1, &r, 1, 0);
+            if (k <= 0) {
+                char ebuf[128];
+                rreq->status.MPI_ERROR = MPIR_Err_create_code(
+                    MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__, MPI_ERR_OTHER,
+                    "**psport_vmread", "**psport_vmread %d %s", vc->pg_rank,
+                    k < 0 ? MPIR_Strerror(errno, ebuf, sizeof ebuf) : "no data");
+                break;
+            }
+            got += k;
+        }
+        MPIDI_CH3_Pkt_t upkt;
+        MPIDI_CH3I_Pkt_psp_done_t *done = &upkt.psp_done;
+        MPIR_Request *done_req = NULL;
+        MPIDI_Pkt_init(done, MPIDI_CH3I_PKT_PSP_DONE);
+        done->sender_req_id = rreq->dev.sender_req_id;
+        mpi_errno = MPIDI_CH3_iStartMsg(vc, done, sizeof *done, &done_req);
+        MPIR_ERR_CHECK(mpi_errno);
+        if (done_req)
+            MPIR_Request_free(done_req);
+        if (tmp) {
+            MPI_Aint unpacked;
+            MPIR_Typerep_unpack(tmp, got, rreq->dev.user_buf, rreq->dev.user_count,
+                                rreq->dev.datatype, 0, &unpacked);
+            MPL_free(tmp);
+        }
+        return MPID_Request_complete(rreq);
+    }
+
+    /* Another node: register the buffer, tell the sender where to write. */
+    MPIDI_CH3_Pkt_t upkt;
+    MPIDI_CH3I_Pkt_psp_cts_t *cts = &upkt.psp_cts;
+    MPIR_Request *cts_req = NULL;
+    MPIDI_Pkt_init(cts, MPIDI_CH3I_PKT_PSP_CTS);
+    cts->sender_req_id = rreq->dev.sender_req_id;
+    cts->len = (uint32_t)n;
+    cts->raw_port = cts->raw_index = cts->raw_nonce = 0;
+    psport_raw_recv_t *w = NULL;
+    if (n) {
+        w = MPL_malloc(sizeof *w, MPL_MEM_BUFFER);
+        MPIR_ERR_CHKANDJUMP(w == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        int rc = PSP_RawRegister(MPIDI_CH3I_port, dst, (uint32_t)n, &w->handle);
+        if (rc) {
+            MPL_free(w);
+            MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
+                                 PSP_StrError(rc));
+        }
+        w->rreq = rreq;
+        w->len = (uint32_t)n;
+        w->tmp = tmp;
+        w->next = raw_recvs;
+        raw_recvs = w;
+        cts->raw_port = w->handle.port;
+        cts->raw_index = w->handle.index;
+        cts->raw_nonce = w->handle.nonce;
+    }
+    mpi_errno = MPIDI_CH3_iStartMsg(vc, cts, sizeof *cts, &cts_req);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (cts_req)
+        MPIR_Request_free(cts_req);
+    if (!n) /* nothing to wait for */
+        return MPID_Request_complete(rreq);
+    return MPI_SUCCESS;
+fn_fail:
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Rndv_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
+{
+    if (!rreq->ch.psp_rndv) /* announced by CH3's own RTS */
+        return MPIDI_CH3_RecvRndv(vc, rreq);
+    return start_recv(vc, rreq);
+}
+
+int MPIDI_CH3I_Pkt_rts(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr_t *buflen,
+                       MPIR_Request **rreqp)
+{
+    int mpi_errno = MPI_SUCCESS, found;
+    MPIDI_CH3I_Pkt_psp_rts_t *rts = &pkt->psp_rts;
+    (void)data;
+    *buflen = 0;
+    *rreqp = NULL;
+    MPID_THREAD_CS_ENTER(POBJ, MPIR_THREAD_POBJ_MSGQ_MUTEX);
+    MPIR_Request *rreq = MPIDI_CH3U_Recvq_FDP_or_AEU(&rts->match, &found);
+    if (!rreq) {
+        MPID_THREAD_CS_EXIT(POBJ, MPIR_THREAD_POBJ_MSGQ_MUTEX);
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**nomemreq", "**nomemuereq %d",
+                             MPIDI_CH3U_Recvq_count_unexp());
+    }
+    /* A revoked communicator's message: CH3 dropped it (its request is complete). */
+    if (!found && MPIR_cc_get(rreq->cc) == 0) {
+        MPID_THREAD_CS_EXIT(POBJ, MPIR_THREAD_POBJ_MSGQ_MUTEX);
+        return MPI_SUCCESS;
+    }
+    rreq->status.MPI_SOURCE = rts->match.parts.rank;
+    rreq->status.MPI_TAG = rts->match.parts.tag;
+    MPIR_STATUS_SET_COUNT(rreq->status, rts->data_sz);
+    rreq->dev.sender_req_id = rts->sender_req_id;
+    rreq->dev.recv_data_sz = rts->data_sz;
+    MPIDI_Request_set_msg_type(rreq, MPIDI_REQUEST_RNDV_MSG);
+    rreq->ch.psp_rndv = 1;
+    rreq->ch.rndv_pid = rts->pid;
+    rreq->ch.rndv_addr = rts->addr;
+    MPID_THREAD_CS_EXIT(POBJ, MPIR_THREAD_POBJ_MSGQ_MUTEX);
+    if (found)
+        mpi_errno = start_recv(vc, rreq);
+    else /* a probe may be waiting for it */
+        MPIDI_CH3_Progress_signal_completion();
+fn_fail:
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Pkt_cts(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr_t *buflen,
+                       MPIR_Request **rreqp)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_CH3I_Pkt_psp_cts_t *cts = &pkt->psp_cts;
+    MPIR_Request *sreq;
+    (void)data;
+    *buflen = 0;
+    *rreqp = NULL;
+    MPIR_Request_get_ptr(cts->sender_req_id, sreq);
+    if (!cts->len)
+        return MPID_Request_complete(sreq);
+    int dt_contig;
+    MPI_Aint dt_true_lb;
+    intptr_t data_sz;
+    MPIR_Datatype *dt_ptr;
+    MPIDI_Datatype_get_info(sreq->dev.user_count, sreq->dev.datatype, dt_contig, data_sz, dt_ptr,
+                            dt_true_lb);
+    (void)dt_ptr;
+    MPIR_Assert(dt_contig && cts->len <= data_sz);
+    PSP_RawHandle h = {cts->raw_port, cts->raw_index, cts->raw_nonce};
+    mpi_errno = MPIDI_CH3I_Send_raw(vc, sreq, &h,
+                                    MPIR_get_contig_ptr(sreq->dev.user_buf, dt_true_lb), cts->len);
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Pkt_done(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr_t *buflen,
+                        MPIR_Request **rreqp)
+{
+    MPIR_Request *sreq;
+    (void)vc;
+    (void)data;
+    *buflen = 0;
+    *rreqp = NULL;
+    MPIR_Request_get_ptr(pkt->psp_done.sender_req_id, sreq);
+    return MPID_Request_complete(sreq);
+}
+
+int MPIDI_CH3I_Rndv_progress(int *made)
+{
+    int mpi_errno = MPI_SUCCESS;
+    for (psport_raw_recv_t **pp = &raw_recvs; *pp;) {
+        psport_raw_recv_t *w = *pp;
+        int64_t got = PSP_RawReceived(MPIDI_CH3I_port, &w->handle);
+        if (got >= 0 && got < w->len) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        *made = 1;
+        MPIR_Request *rreq = w->rreq;
+        if (got < 0)
+            rreq->status.MPI_ERROR =
+                MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                     MPI_ERR_OTHER, "**psport_recv", "**psport_recv %d %s",
+                                     rreq->status.MPI_SOURCE, PSP_StrError((int)got));
+        else
+            PSP_RawUnregister(MPIDI_CH3I_port, &w->handle);
+        if (w->tmp) {
+            MPI_Aint unpacked;
+            MPIR_Typerep_unpack(w->tmp, w->len, rreq->dev.user_buf, rreq->dev.user_count,
+                                rreq->dev.datatype, 0, &unpacked);
+            MPL_free(w->tmp);
+        }
+        MPL_free(w);
+        int e = MPID_Request_complete(rreq);
+        if (e && !mpi_errno)
+            mpi_errno = e;
+    }
+    return mpi_errno;
+}

@@ -1,0 +1,264 @@
+/*
+ * psport_send.c — CH3's send interface: each CH3 packet goes out as one PULC port-D message,
+ * the packet (behind a small wire header) as the extra header and its data as the payload.
+ * Contiguous data is handed to PULC in place; several pieces (non-contiguous data, RMA
+ * headers) are gathered into one buffer first.  A send PULC cannot finish at once is kept
+ * in a record until it completes; then its request completes or its OnDataAvail runs.
+ */
+#include "mpidi_ch3_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One send in PULC's hands. */
+typedef struct psport_send {
+    PSP_Request preq; /* first: PULC's request */
+    struct psport_send *next;
+    MPIDI_VC_t *vc;
+    MPIR_Request *sreq; /* completed (or OnDataAvail called) when PULC is done; may be NULL */
+    void *gather;       /* payload gathered from several pieces, freed when done */
+    union {             /* wire header + packet: must live until PULC is done */
+        MPIDI_CH3I_Wire_t wire;
+        unsigned char bytes[MPIDI_CH3I_XHDR_MAX];
+    } x;
+} psport_send_t;
+
+static psport_send_t *active_head, *active_tail; /* in the order posted */
+static psport_send_t *free_list;
+static int active_count;
+
+static psport_send_t *rec_get(void)
+{
+    psport_send_t *r = free_list;
+    if (r)
+        free_list = r->next;
+    else
+        r = MPL_malloc(sizeof *r, MPL_MEM_BUFFER);
+    if (r) {
+        r->next = NULL;
+        r->sreq = NULL;
+        r->gather = NULL;
+    }
+    return r;
+}
+
+static void rec_put(psport_send_t *r)
+{
+    MPL_free(r->gather);
+    r->gather = NULL;
+    r->next = free_list;
+    free_list = r;
+}
+
+/* The send of r is done (PULC's result in r->preq.error): finish its request. */
+static int finish(psport_send_t *r)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIR_Request *sreq = r->sreq;
+    int err = r->preq.error;
+    MPIDI_VC_t *vc = r->vc;
+    rec_put(r);
+    if (!sreq)
+        return err ? MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                          MPI_ERR_OTHER, "**psport_send", "**psport_send %d %s",
+                                          vc->pg_rank, PSP_StrError(err))
+                   : MPI_SUCCESS;
+    if (err)
+        sreq->status.MPI_ERROR = MPIR_Err_create_code(
+            MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__, MPI_ERR_OTHER, "**psport_send",
+            "**psport_send %d %s", vc->pg_rank, PSP_StrError(err));
+    int (*reqFn)(MPIDI_VC_t *, MPIR_Request *, int *) = sreq->dev.OnDataAvail;
+    if (!reqFn) {
+        mpi_errno = MPID_Request_complete(sreq);
+    } else {
+        int complete = 0;
+        mpi_errno = reqFn(vc, sreq, &complete);
+        MPIR_Assert(complete); /* all data went with the message */
+    }
+    return mpi_errno;
+}
+
+/* Append n pieces to the growing buffer *buf (size *len, capacity *cap): 0 or -1 (memory). */
+static int gather(void **buf, size_t *len, size_t *cap, const struct iovec *iov, int n)
+{
+    size_t add = 0;
+    for (int i = 0; i < n; i++)
+        add += iov[i].iov_len;
+    if (*len + add > *cap) {
+        size_t c = *cap ? *cap : 4096;
+        while (c < *len + add)
+            c *= 2;
+        void *nb = MPL_realloc(*buf, c, MPL_MEM_BUFFER);
+        if (!nb)
+            return -1;
+        *buf = nb;
+        *cap = c;
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy((char *)*buf + *len, iov[i].iov_base, iov[i].iov_len);
+        *len += iov[i].iov_len;
+    }
+    return 0;
+}
+
+/* Hand r to PULC (already posted by the caller): done now, or queue it. */
+static int settle(psport_send_t *r, MPIR_Request **sreq_out, int make_request)
+{
+    int mpi_errno = MPI_SUCCESS;
+    if (PSP_Test(&r->preq))
+        return finish(r);
+    if (make_request) { /* iStartMsg*: the caller gets a request only now */
+        MPIR_Request *sreq = MPIR_Request_create(MPIR_REQUEST_KIND__SEND);
+        MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomemreq");
+        MPIR_Object_set_ref(sreq, 2); /* one for the caller, one for the completion */
+        sreq->dev.OnDataAvail = NULL;
+        r->sreq = sreq;
+        *sreq_out = sreq;
+    }
+    if (active_tail)
+        active_tail->next = r;
+    else
+        active_head = r;
+    active_tail = r;
+    active_count++;
+fn_fail:
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Send(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct iovec *iov, int n,
+                    MPIR_Request **sreq_out)
+{
+    int mpi_errno = MPI_SUCCESS;
+    PSP_PortId dest;
+    psport_send_t *r = NULL;
+    if (sreq_out)
+        *sreq_out = NULL;
+    MPIR_Assert(n >= 1 && iov[0].iov_len <= sizeof(MPIDI_CH3_Pkt_t));
+    MPIR_ERR_CHKANDJUMP(MPIDI_CH3I_port == NULL, mpi_errno, MPI_ERR_OTHER, "**psport_noport");
+    mpi_errno = MPIDI_CH3I_VC_port(vc, &dest);
+    MPIR_ERR_CHECK(mpi_errno);
+    r = rec_get();
+    MPIR_ERR_CHKANDJUMP(r == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    r->vc = vc;
+    r->sreq = sreq;
+    r->x.wire.seq = vc->ch.send_seq;
+    r->x.wire.src_rank = MPIDI_Process.my_pg_rank;
+    memcpy(r->x.bytes + sizeof(MPIDI_CH3I_Wire_t), iov[0].iov_base, iov[0].iov_len);
+
+    const void *data = NULL;
+    size_t len = 0;
+    int reload = sreq && sreq->dev.OnDataAvail == MPIDI_CH3_ReqHandler_SendReloadIOV;
+    if (n == 2 && !reload) { /* the common case: contiguous data, sent in place */
+        data = iov[1].iov_base;
+        len = iov[1].iov_len;
+    } else if (n > 1 || reload) {
+        size_t cap = 0;
+        void *buf = NULL;
+        int bad = gather(&buf, &len, &cap, iov + 1, n - 1);
+        /* Non-contiguous data: CH3 hands it out one iov at a time through the reload
+         * handler, which at the last piece swaps in the request's final OnDataAvail. */
+        while (!bad && sreq->dev.OnDataAvail == MPIDI_CH3_ReqHandler_SendReloadIOV) {
+            int complete = 0;
+            mpi_errno = MPIDI_CH3_ReqHandler_SendReloadIOV(vc, sreq, &complete);
+            if (mpi_errno)
+                break;
+            bad =
+                gather(&buf, &len, &cap, sreq->dev.iov + sreq->dev.iov_offset, sreq->dev.iov_count);
+        }
+        r->gather = buf;
+        data = buf;
+        if (bad && !mpi_errno)
+            MPIR_ERR_SET1(mpi_errno, MPI_ERR_OTHER, "**nomem", "**nomem %d", (int)len);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    MPIR_ERR_CHKANDJUMP1(len > UINT32_MAX, mpi_errno, MPI_ERR_OTHER, "**psport_toolong",
+                         "**psport_toolong %L", (long long)len);
+
+    int rc = PSP_ISend(MPIDI_CH3I_port, dest, r->x.bytes,
+                       (uint16_t)(sizeof(MPIDI_CH3I_Wire_t) + iov[0].iov_len), data, (uint32_t)len,
+                       &r->preq);
+    if (rc)
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**psport_send", "**psport_send %d %s",
+                             vc->pg_rank, PSP_StrError(rc));
+    vc->ch.send_seq++;
+    return settle(r, sreq_out, sreq == NULL);
+fn_fail:
+    if (r)
+        rec_put(r);
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Send_raw(MPIDI_VC_t *vc, MPIR_Request *sreq, const PSP_RawHandle *h, const void *buf,
+                        uint32_t len)
+{
+    int mpi_errno = MPI_SUCCESS;
+    psport_send_t *r = rec_get();
+    MPIR_ERR_CHKANDJUMP(r == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    r->vc = vc;
+    r->sreq = sreq;
+    int rc = PSP_RawSend(MPIDI_CH3I_port, h, 0, buf, len, &r->preq);
+    if (rc) {
+        rec_put(r);
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**psport_send", "**psport_send %d %s",
+                             vc->pg_rank, PSP_StrError(rc));
+    }
+    return settle(r, NULL, 0);
+fn_fail:
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Send_progress(int *made)
+{
+    int mpi_errno = MPI_SUCCESS;
+    psport_send_t *prev = NULL, *r = active_head;
+    while (r) {
+        if (!PSP_Test(&r->preq)) {
+            prev = r;
+            r = r->next;
+            continue;
+        }
+        /* Unlink first: finishing may post new sends, which go to the tail. */
+        if (prev)
+            prev->next = r->next;
+        else
+            active_head = r->next;
+        if (active_tail == r)
+            active_tail = prev;
+        active_count--;
+        *made = 1;
+        int e = finish(r);
+        if (e && !mpi_errno)
+            mpi_errno = e;
+        r = prev ? prev->next : active_head;
+    }
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Send_pending(void)
+{
+    return active_count;
+}
+
+/* ---- CH3's four send entry points ---- */
+
+int MPIDI_CH3_iStartMsg(MPIDI_VC_t *vc, void *pkt, intptr_t pkt_sz, MPIR_Request **sreq_ptr)
+{
+    struct iovec iov = {pkt, (size_t)pkt_sz};
+    return MPIDI_CH3I_Send(vc, NULL, &iov, 1, sreq_ptr);
+}
+
+int MPIDI_CH3_iStartMsgv(MPIDI_VC_t *vc, struct iovec *iov, int iov_n, MPIR_Request **sreq_ptr)
+{
+    return MPIDI_CH3I_Send(vc, NULL, iov, iov_n, sreq_ptr);
+}
+
+int MPIDI_CH3_iSend(MPIDI_VC_t *vc, MPIR_Request *sreq, void *pkt, intptr_t pkt_sz)
+{
+    struct iovec iov = {pkt, (size_t)pkt_sz};
+    return MPIDI_CH3I_Send(vc, sreq, &iov, 1, NULL);
+}
+
+int MPIDI_CH3_iSendv(MPIDI_VC_t *vc, MPIR_Request *sreq, struct iovec *iov, int iov_n)
+{
+    return MPIDI_CH3I_Send(vc, sreq, iov, iov_n, NULL);
+}

@@ -1,0 +1,286 @@
+/*
+ * p2p — point-to-point correctness over the channel, for every size around the eager limit
+ * and the PULC boundaries (0 B .. 16 MiB): blocking, expected and unexpected (probed first),
+ * synchronous sends, non-contiguous send and receive types, truncation (MPI_ERR_TRUNCATE),
+ * any-source from all ranks, and a thousand small messages in flight (order).  Every byte is
+ * checked.  Rank 0 prints one "ok - p2p: ..." / "not ok - p2p: ..." line per check; exit 1
+ * on any failure.  Usage: p2p [max_bytes] (default 16 MiB).
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size;
+static long maxsz = 16l << 20;
+
+static unsigned char pat(long msg, long k)
+{
+    return (unsigned char)((msg * 2654435761u + k * 7u + (k >> 8)) & 0xff);
+}
+
+static void fill(unsigned char *b, long msg, long n)
+{
+    for (long k = 0; k < n; k++)
+        b[k] = pat(msg, k);
+}
+
+static long bad_at(const unsigned char *b, long msg, long n)
+{
+    for (long k = 0; k < n; k++)
+        if (b[k] != pat(msg, k))
+            return k;
+    return -1;
+}
+
+/* Report one check from rank 0 with the worst result of all ranks. */
+static int report(const char *name, int mybad)
+{
+    int bad = 0;
+    MPI_Allreduce(&mybad, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("%s - p2p: %s\n", bad ? "not ok" : "ok", name);
+    fflush(stdout);
+    return bad;
+}
+
+static long sizes[128];
+static int nsizes;
+
+static void add(long s)
+{
+    if (s < 0 || s > maxsz)
+        return;
+    for (int i = 0; i < nsizes; i++)
+        if (sizes[i] == s)
+            return;
+    sizes[nsizes++] = s;
+}
+
+static void make_sizes(void)
+{
+    long base[] = {0,        1,        7,    8,    15,   16,     17,       64,
+                   100,      1000,     4076, 4096, 8192, 100000, 1l << 20, (1l << 20) + 3,
+                   4l << 20, 16l << 20};
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+        add(base[i]);
+    const char *e = getenv("PSP_EAGER_MAX");
+    long eager = e ? atol(e) : 262144; /* the default of PSP_EAGER_MAX */
+    long around[] = {eager, 4096, 16384, 32768, 65536, 131072, 262144};
+    for (size_t i = 0; i < sizeof around / sizeof around[0]; i++)
+        for (long d = -1; d <= 1; d++)
+            add(around[i] + d);
+}
+
+/* Rank 0 and every other rank exchange each size both ways: blocking, then unexpected
+ * (sent before the receive is posted, found by MPI_Probe), then synchronous. */
+static int pairs(void)
+{
+    unsigned char *s = malloc(maxsz + 1), *r = malloc(maxsz + 1);
+    int bad = 0;
+    for (int i = 0; i < nsizes; i++) { /* on: the peer must not be left waiting */
+        long n = sizes[i];
+        for (int peer = 1; peer < size; peer++) {
+            if (rank != 0 && rank != peer)
+                continue;
+            int other = rank == 0 ? peer : 0;
+            for (int mode = 0; mode < 3; mode++) {
+                long id = i * 100 + peer * 10 + mode;
+                MPI_Status st;
+                int cnt;
+                fill(s, id + rank, n);
+                memset(r, 0xee, n + 1);
+                if (mode == 0) {
+                    MPI_Sendrecv(s, (int)n, MPI_BYTE, other, mode, r, (int)n + 1, MPI_BYTE, other,
+                                 mode, MPI_COMM_WORLD, &st);
+                } else if (mode == 1) {
+                    MPI_Request q;
+                    MPI_Isend(s, (int)n, MPI_BYTE, other, mode, MPI_COMM_WORLD, &q);
+                    MPI_Probe(other, mode, MPI_COMM_WORLD, &st);
+                    MPI_Get_count(&st, MPI_BYTE, &cnt);
+                    if (cnt != n)
+                        bad = 1;
+                    MPI_Recv(r, (int)n + 1, MPI_BYTE, other, mode, MPI_COMM_WORLD, &st);
+                    MPI_Wait(&q, MPI_STATUS_IGNORE);
+                } else if (rank == 0) {
+                    MPI_Ssend(s, (int)n, MPI_BYTE, other, mode, MPI_COMM_WORLD);
+                    MPI_Recv(r, (int)n + 1, MPI_BYTE, other, mode, MPI_COMM_WORLD, &st);
+                } else {
+                    MPI_Recv(r, (int)n + 1, MPI_BYTE, other, mode, MPI_COMM_WORLD, &st);
+                    MPI_Ssend(s, (int)n, MPI_BYTE, other, mode, MPI_COMM_WORLD);
+                }
+                MPI_Get_count(&st, MPI_BYTE, &cnt);
+                long at = bad_at(r, id + other, n);
+                if (cnt != n || at >= 0 || r[n] != 0xee) {
+                    fprintf(stderr, "rank %d: size %ld mode %d from %d: count %d, byte %ld wrong\n",
+                            rank, n, mode, other, cnt, at);
+                    bad = 1;
+                }
+            }
+        }
+    }
+    free(s);
+    free(r);
+    return bad;
+}
+
+/* Non-contiguous: every other int of a vector, sent to contiguous and back into a vector. */
+static int noncontig(void)
+{
+    int bad = 0;
+    long counts[] = {1, 1000, 16383, 16384, 16385, 65537, 1l << 20};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        long n = counts[c];
+        if (n * 8 > maxsz)
+            break;
+        MPI_Datatype vec;
+        MPI_Type_vector((int)n, 1, 2, MPI_INT, &vec);
+        MPI_Type_commit(&vec);
+        int *v = malloc(n * 8), *d = malloc(n * 4);
+        for (int peer = 1; peer < size; peer++) {
+            if (rank == 0) {
+                for (long k = 0; k < 2 * n; k++)
+                    v[k] = (k & 1) ? -1 : (int)(k * 3 + c);
+                MPI_Send(v, 1, vec, peer, 7, MPI_COMM_WORLD);
+                for (long k = 0; k < 2 * n; k++)
+                    v[k] = -2;
+                MPI_Recv(v, 1, vec, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                for (long k = 0; k < 2 * n; k++)
+                    if (v[k] != ((k & 1) ? -2 : (int)(k * 5 + c))) {
+                        fprintf(stderr, "noncontig recv: count %ld int %ld wrong\n", n, k);
+                        bad = 1;
+                        break;
+                    }
+            } else if (rank == peer) {
+                MPI_Recv(d, (int)n, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                for (long k = 0; k < n; k++)
+                    if (d[k] != (int)(2 * k * 3 + c)) {
+                        fprintf(stderr, "noncontig send: count %ld int %ld wrong\n", n, k);
+                        bad = 1;
+                        break;
+                    }
+                for (long k = 0; k < n; k++)
+                    d[k] = (int)(2 * k * 5 + c);
+                MPI_Send(d, (int)n, MPI_INT, 0, 8, MPI_COMM_WORLD);
+            }
+        }
+        free(v);
+        free(d);
+        MPI_Type_free(&vec);
+    }
+    return bad;
+}
+
+/* A receive smaller than the message: MPI_ERR_TRUNCATE, the part that fits delivered. */
+static int truncation(void)
+{
+    int bad = 0;
+    long lens[] = {100, 40000, 300000, 4l << 20};
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        long n = lens[i];
+        if (n > maxsz || size < 2)
+            continue;
+        unsigned char *b = malloc(n);
+        if (rank == 1) {
+            fill(b, 77 + i, n);
+            MPI_Send(b, (int)n, MPI_BYTE, 0, 9, MPI_COMM_WORLD);
+        } else if (rank == 0) {
+            MPI_Status st;
+            memset(b, 0, n);
+            int rc = MPI_Recv(b, (int)(n / 2), MPI_BYTE, 1, 9, MPI_COMM_WORLD, &st), cls = 0;
+            MPI_Error_class(rc, &cls);
+            if (cls != MPI_ERR_TRUNCATE || bad_at(b, 77 + i, n / 2) >= 0) {
+                fprintf(stderr, "truncation at %ld bytes: class %d, data %s\n", n, cls,
+                        bad_at(b, 77 + i, n / 2) >= 0 ? "wrong" : "right");
+                bad = 1;
+            }
+        }
+        free(b);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    return bad;
+}
+
+/* Every rank sends to rank 0, which receives from MPI_ANY_SOURCE; per sender in order. */
+static int any_source(void)
+{
+    const int per = 50;
+    int bad = 0;
+    long n = 70000 < maxsz ? 70000 : maxsz;
+    unsigned char *b = malloc(n);
+    if (rank == 0) {
+        int *next = calloc(size, sizeof *next);
+        for (int i = 0; i < per * (size - 1); i++) {
+            MPI_Status st;
+            int cnt;
+            MPI_Recv(b, (int)n, MPI_BYTE, MPI_ANY_SOURCE, 11, MPI_COMM_WORLD, &st);
+            MPI_Get_count(&st, MPI_BYTE, &cnt);
+            int src = st.MPI_SOURCE, k = next[src]++;
+            long want = (k % 3 == 0) ? n : 1 + k % 100;
+            if (cnt != want || bad_at(b, src * 1000 + k, cnt) >= 0) {
+                fprintf(stderr, "any-source: message %d of %d wrong (count %d)\n", k, src, cnt);
+                bad = 1;
+            }
+        }
+        free(next);
+    } else {
+        for (int k = 0; k < per; k++) {
+            long len = (k % 3 == 0) ? n : 1 + k % 100;
+            fill(b, rank * 1000 + k, len);
+            MPI_Send(b, (int)len, MPI_BYTE, 0, 11, MPI_COMM_WORLD);
+        }
+    }
+    free(b);
+    return bad;
+}
+
+/* A thousand small non-blocking messages in flight between neighbours of a ring. */
+static int flood(void)
+{
+    enum { N = 1000 };
+    int bad = 0, to = (rank + 1) % size, from = (rank + size - 1) % size;
+    static int sb[N][4], rb[N][4];
+    MPI_Request rq[2 * N];
+    for (int i = 0; i < N; i++) {
+        MPI_Irecv(rb[i], 4, MPI_INT, from, 12, MPI_COMM_WORLD, &rq[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 4; k++)
+            sb[i][k] = rank * 100000 + i * 4 + k;
+        MPI_Isend(sb[i], 4, MPI_INT, to, 12, MPI_COMM_WORLD, &rq[N + i]);
+    }
+    static MPI_Status sts[2 * N]; /* (not MPI_STATUSES_IGNORE: gcc 12 warns wrongly) */
+    MPI_Waitall(2 * N, rq, sts);
+    for (int i = 0; i < N && !bad; i++)
+        for (int k = 0; k < 4; k++)
+            if (rb[i][k] != from * 100000 + i * 4 + k) {
+                fprintf(stderr, "flood: rank %d message %d from %d out of order\n", rank, i, from);
+                bad = 1;
+                break;
+            }
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 1)
+        maxsz = atol(argv[1]);
+    make_sizes();
+    int bad = 0;
+    char name[64];
+    snprintf(name, sizeof name, "%d sizes 0..%ld B, blocking/unexpected/synchronous", nsizes,
+             maxsz);
+    bad |= report(name, pairs());
+    bad |= report("non-contiguous send and receive datatypes", noncontig());
+    bad |= report("truncated receives report MPI_ERR_TRUNCATE", truncation());
+    bad |= report("MPI_ANY_SOURCE from every rank, order per sender", any_source());
+    bad |= report("1000 small messages in flight around a ring", flood());
+    MPI_Finalize();
+    return bad;
+}
