@@ -10,6 +10,7 @@ pulc_libpulc_la_SOURCES = \
 	pulc/src/stream.c \
 	pulc/src/raw_rx.c pulc/src/rawdata.c \
 	pulc/src/psk_client.c pulc/src/psk_client.h \
+	pulc/src/psk_dev.c pulc/src/psk_dev.h \
 	pulc/src/hal.c pulc/src/hal.h \
 	pulc/src/init.c pulc/include/pulc.h kmod/psport_abi.h
 pulc_libpulc_la_CPPFLAGS = $(PULC_CPPFLAGS)
@@ -65,3 +66,9 @@ bin_PROGRAMS += pulc/tools/pulc-pp
 pulc_tools_pulc_pp_SOURCES = pulc/tools/pulc-pp.c
 pulc_tools_pulc_pp_CPPFLAGS = $(PULC_CPPFLAGS)
 pulc_tools_pulc_pp_LDADD = pulc/libpulc.la -lm
+
+# The kernel module test's frame injector (test/kmod/kmod-qemu runs it in the guest).
+check_PROGRAMS += test/kmod/psk_inject
+test_kmod_psk_inject_SOURCES = test/kmod/psk_inject.c
+test_kmod_psk_inject_CPPFLAGS = $(AM_CPPFLAGS)
+test_kmod_psk_inject_LDADD = mcp/libmcp.la common/libpspcommon.la
