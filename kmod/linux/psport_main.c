@@ -42,9 +42,9 @@ static int n_macs;
 module_param_array(macs, charp, &n_macs, 0444);
 MODULE_PARM_DESC(macs, "MAC address of node 0, 1, ... (aa:bb:cc:dd:ee:ff, '-' for none)");
 
-static char *users = "";
+static char *users = "0";
 module_param(users, charp, 0444);
-MODULE_PARM_DESC(users, "uids that may attach, comma separated (root always may); empty: any user");
+MODULE_PARM_DESC(users, "uids that may attach, comma separated (root always may); empty: any user; default: root only");
 
 static unsigned int max_clients = 64;
 module_param(max_clients, uint, 0444);
@@ -118,7 +118,11 @@ static int psk_parse_users(void)
 	return rc;
 }
 
-/* psid's rule: root always, else any user when the list is empty, else the listed uids. */
+/*
+ * psid's rule: root always, else any user when the list is empty, else the listed uids.  The
+ * default list is "0" (root only), not psid's empty one: an attached process can write the
+ * image the kernel firmware works on (README.md, "Trust").
+ */
 static bool psk_user_allowed(void)
 {
 	kuid_t uid = current_euid();
