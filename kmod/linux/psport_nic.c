@@ -6,8 +6,8 @@
  *
  * The thread is the only executor: it runs mcp_poll() under the NIC lock whenever frames
  * arrive or a process rings the doorbell (PSK_IOC_KICK), every psk_tick_us while connections
- * have work (retransmission and ACK timers) or frames wait in the host queue, and every
- * PSK_IDLE_MS otherwise.  It wakes the processes sleeping in PSK_IOC_WAIT when it delivered
+ * have work (retransmission and ACK timers), every psk_stall_us / 2 while frames wait in the
+ * host queue of an attached node, and every PSK_IDLE_MS otherwise.  It wakes the processes sleeping in PSK_IOC_WAIT when it delivered
  * something to the host queue, and the clients' drainers (PSK_WAIT_STALL) when frames have
  * waited there for psk_stall_us without any process taking one (psid's NIC thread does that
  * job in the user-space provider).
@@ -110,8 +110,14 @@ static int psk_nic_thread(void *arg)
 			continue;
 		}
 		waiting = psk_nic_stall_check(nic);
-		tick = waiting || psk_nic_busy(nic) ?
-			ns_to_ktime((u64)psk_tick_us * NSEC_PER_USEC) : ms_to_ktime(PSK_IDLE_MS);
+		if (psk_nic_busy(nic))
+			tick = ns_to_ktime((u64)psk_tick_us * NSEC_PER_USEC);
+		else if (waiting && READ_ONCE(nic->clients))
+			/* the stall clock runs: a drainer may have to be woken */
+			tick = ns_to_ktime((u64)psk_stall_us * NSEC_PER_USEC / 2);
+		else
+			/* nothing to time (frames nobody is attached to take wait for the next) */
+			tick = ms_to_ktime(PSK_IDLE_MS);
 		wait_event_interruptible_hrtimeout(nic->kwq,
 						   atomic_read(&nic->kick) || kthread_should_stop(),
 						   tick);
