@@ -72,7 +72,7 @@ static void areas_clear(struct pulc_area *a)
 }
 
 /* What a module parameter is set to (for messages), or "?". */
-static void module_param(const char *name, char *out, size_t n)
+static void param_text(const char *name, char *out, size_t n)
 {
     char path[128];
     snprintf(path, sizeof path, "/sys/module/psport/parameters/%s", name);
@@ -97,7 +97,7 @@ static void attach_error(const struct pulc_hal *h, const char *path, int e, char
     case EACCES: {
         uid_t uid = geteuid();
         struct passwd *pw = getpwuid(uid);
-        module_param("users", v, sizeof v);
+        param_text("users", v, sizeof v);
         psp_set_err(err, errlen,
                     "user %s (uid %ld) may not use psport on node %u: the psport module (%s) "
                     "allows only root and uid(s) %s (module parameter users); ask the "
@@ -403,7 +403,7 @@ int pulc_dev_attach(struct pulc_hal *h, const char *path, uint32_t abi, char *er
     }
     if (at.flags & PSK_ATTACH_FORMAT_AREA) {
         struct pulc_area_cfg cfg;
-        static struct psp_nodes nodes;
+        static struct psp_nodes nodes; /* 28 KiB: not on the stack (attach is single-threaded) */
         int rc = area_cfg(asize, mcp_max_payload(h->img), &cfg, err, errlen);
         if (!rc)
             rc = dev_nodes(fd, &nodes, err, errlen);
