@@ -53,6 +53,7 @@ static const struct psp_setting table[] = {
     {"PSP_AREA_PORTS",       "1024",   "psid", "message area: ports per node (numbers 1 .. N-1)"},
     {"PSP_AREA_MESSAGES",    "8192",   "psid", "message area: message descriptors per node"},
     {"PSP_AREA_FRAGMENTS",   "16384",  "psid", "message area: fragments (one NIC frame each)"},
+    {"PSP_DEVICE",           "",       "pulc", "kernel provider device; empty = /dev/psport if it exists, else psid; none = psid"},
     {"PSP_SPIN_US",          "50",     "pulc", "waiting: poll this long before yielding"},
     {"PSP_YIELD_US",         "2000",   "pulc", "waiting: then poll and yield this long before sleeping"},
     {"PSP_LOCAL_DIRECT",     "32768",  "pulc", "local messages above this size are copied once by the receiver"},

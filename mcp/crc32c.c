@@ -1,7 +1,13 @@
-/* crc32c.c — CRC-32C, hardware instruction when present, slicing table otherwise. */
+/* crc32c.c — CRC-32C, hardware instruction when present, slicing table otherwise.  In the Linux
+ * module only the table: the kernel is built without SSE, so the instruction's target attribute
+ * and the CPU probe (libgcc's __builtin_cpu_supports) are user-space only. */
 #include "crc32c.h"
 
-#include <string.h>
+#include "mcp_compat.h"
+
+#if defined(__x86_64__) && !defined(__KERNEL__)
+#define CRC_HW 1
+#endif
 
 #define CRC32C_POLY 0x82f63b78u /* reflected Castagnoli polynomial */
 
@@ -56,7 +62,7 @@ static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t len)
     return crc;
 }
 
-#if defined(__x86_64__)
+#ifdef CRC_HW
 static inline uint32_t shift_lane(uint32_t x)
 {
     return shift_tab[0][x & 0xff] ^ shift_tab[1][(x >> 8) & 0xff] ^ shift_tab[2][(x >> 16) & 0xff] ^
@@ -98,7 +104,7 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uin
 uint32_t mcp_crc32c(uint32_t crc, const void *data, size_t len)
 {
     crc = ~crc;
-#if defined(__x86_64__)
+#ifdef CRC_HW
     static int have_hw = -1;
     if (have_hw < 0) {
         __builtin_cpu_init();

@@ -5,8 +5,7 @@
 #ifndef PSPORT_MCP_CRC32C_H
 #define PSPORT_MCP_CRC32C_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "mcp_types.h"
 
 /* Continue a CRC-32C over len bytes. Start with crc = 0; the result is final (no extra xor). */
 uint32_t mcp_crc32c(uint32_t crc, const void *data, size_t len);

@@ -24,7 +24,7 @@
 #ifndef PSPORT_MCP_LANAI_H
 #define PSPORT_MCP_LANAI_H
 
-#include <stdint.h>
+#include "mcp_types.h"
 
 struct lanai_link;
 

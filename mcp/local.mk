@@ -5,6 +5,7 @@ mcp_libmcp_la_SOURCES = \
 	mcp/mcp_wire.c mcp/mcp_wire.h \
 	mcp/mcp_image.c mcp/mcp_image.h \
 	mcp/mcp_rdp.c mcp/mcp_repair.c mcp/mcp_fw.h mcp/mcp.h mcp/lanai.h mcp/mcp_compat.h \
+	mcp/mcp_types.h \
 	mcp/mcp_host.c mcp/mcp_host.h \
 	mcp/mcp_env.c mcp/mcp_env.h
 # Convenience libraries do not embed one another (a shared library that takes several would

@@ -10,8 +10,7 @@
 #ifndef PSPORT_MCP_H
 #define PSPORT_MCP_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "mcp_types.h"
 
 #include "lanai.h"
 #include "mcp_image.h"

@@ -12,7 +12,7 @@
 #ifndef PSPORT_MCP_HOST_H
 #define PSPORT_MCP_HOST_H
 
-#include <stdint.h>
+#include "mcp_types.h"
 
 #include "mcp_image.h"
 

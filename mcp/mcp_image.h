@@ -25,8 +25,7 @@
 #ifndef PSPORT_MCP_IMAGE_H
 #define PSPORT_MCP_IMAGE_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include "mcp_types.h"
 
 #define MCP_IMAGE_MAGIC  0x3150434du /* "MCP1" */
 #define MCP_ABI_VERSION  2u          /* 2: the step journal in the header */

@@ -233,25 +233,25 @@ static int rebuild_recv(struct mcp_image *img)
     uint32_t *free_stack = MCP_AT(img, img->off_rx_free);
     uint32_t head = img->rx_ready_head, tail = img->rx_ready_tail;
     uint64_t in_fifo[4096 / 64] = {0}, on_stack[4096 / 64] = {0};
-#define BIT(set, r) ((set)[(r) / 64] & 1ull << ((r) % 64))
-#define SET(set, r) ((set)[(r) / 64] |= 1ull << ((r) % 64))
+#define IN_SET(set, r) ((set)[(r) / 64] & 1ull << ((r) % 64))
+#define SET(set, r)    ((set)[(r) / 64] |= 1ull << ((r) % 64))
 
     if (tail - head > n)
         return -EUCLEAN;
     for (uint32_t k = head; k != tail; k++) {
         uint32_t r = ready[k % n];
-        if (r >= n || BIT(in_fifo, r))
+        if (r >= n || IN_SET(in_fifo, r))
             return -EUCLEAN; /* out of range, or twice in the FIFO */
         SET(in_fifo, r);
     }
     for (uint32_t r = 0; r < n; r++)
         STORE_IF(mcp_rslot(img, r)->state,
-                 BIT(in_fifo, r) ? (uint32_t)MCP_SLOT_READY : (uint32_t)MCP_SLOT_IDLE);
+                 IN_SET(in_fifo, r) ? (uint32_t)MCP_SLOT_READY : (uint32_t)MCP_SLOT_IDLE);
     uint32_t top = img->rx_free_top;
     int ok = top == n - (tail - head);
     for (uint32_t i = 0; ok && i < top; i++) {
         uint32_t r = free_stack[i];
-        ok = r < n && !BIT(in_fifo, r) && !BIT(on_stack, r);
+        ok = r < n && !IN_SET(in_fifo, r) && !IN_SET(on_stack, r);
         if (ok)
             SET(on_stack, r);
     }
@@ -259,14 +259,14 @@ static int rebuild_recv(struct mcp_image *img)
         return 0;
     top = 0;
     for (uint32_t r = n; r-- > 0;) {
-        if (BIT(in_fifo, r))
+        if (IN_SET(in_fifo, r))
             continue;
         STORE_IF(free_stack[top], r);
         top++;
     }
     STORE_IF(img->rx_free_top, top);
     return 0;
-#undef BIT
+#undef IN_SET
 #undef SET
 }
 

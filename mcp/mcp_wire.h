@@ -28,7 +28,7 @@
 #ifndef PSPORT_MCP_WIRE_H
 #define PSPORT_MCP_WIRE_H
 
-#include <stdint.h>
+#include "mcp_types.h"
 
 #define MCP_WIRE_MAGIC   0x5350u /* "PS" */
 #define MCP_WIRE_VERSION 1u

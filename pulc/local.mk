@@ -10,6 +10,7 @@ pulc_libpulc_la_SOURCES = \
 	pulc/src/stream.c \
 	pulc/src/raw_rx.c pulc/src/rawdata.c \
 	pulc/src/psk_client.c pulc/src/psk_client.h \
+	pulc/src/psk_dev.c pulc/src/psk_dev.h \
 	pulc/src/hal.c pulc/src/hal.h \
 	pulc/src/partition.c pulc/src/partition.h \
 	pulc/src/spawn.c pulc/src/spawn_proto.h \
@@ -104,3 +105,9 @@ test_unit_psid_rogue_SOURCES = test/unit/psid_rogue.c pulc/psid/dlink.c pulc/psi
 test_unit_psid_rogue_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/pulc/psid
 test_unit_psid_rogue_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la
 test_unit_psid_rogue_LDFLAGS = -no-install
+
+# The kernel module test's frame injector (test/kmod/kmod-qemu runs it in the guest).
+check_PROGRAMS += test/kmod/psk_inject
+test_kmod_psk_inject_SOURCES = test/kmod/psk_inject.c
+test_kmod_psk_inject_CPPFLAGS = $(AM_CPPFLAGS)
+test_kmod_psk_inject_LDADD = mcp/libmcp.la common/libpspcommon.la

@@ -29,18 +29,53 @@ static int robust_mutex_init(pthread_mutex_t *m)
     return rc;
 }
 
-struct pulc_area *pulc_area_create(const struct pulc_area_cfg *cfg, const struct psp_nodes *nodes,
-                                   const char *link_kind, const char *link_if,
-                                   const struct mcp_fault_cfg *fault, int *fd, char *err,
-                                   size_t errlen)
+/* Header and tables of a fresh area at a (zeroed up to the fragment data): 0, or -EINVAL with a
+ * message when cfg is impossible or does not fit size bytes. */
+static int area_init(struct pulc_area *a, size_t size, const struct pulc_area_cfg *cfg,
+                     const struct psp_nodes *nodes, const char *link_kind, const char *link_if,
+                     const struct mcp_fault_cfg *fault, char *err, size_t errlen)
+{
+    a->magic = PULC_AREA_MAGIC;
+    a->version = PULC_AREA_VERSION;
+    a->size = size;
+    a->psid_pid = (int32_t)getpid();
+    snprintf(a->link_kind, sizeof a->link_kind, "%s", link_kind ? link_kind : "");
+    snprintf(a->link_if, sizeof a->link_if, "%s", link_if ? link_if : "");
+    if (nodes)
+        a->nodes = *nodes;
+    if (fault)
+        a->fault = *fault;
+
+    int rc = robust_mutex_init(&a->nic_lock);
+    if (!rc)
+        rc = robust_mutex_init(&a->area_lock);
+    if (rc) {
+        psp_set_err(err, errlen, "cannot initialise the NIC and area locks: %s", strerror(rc));
+        return -EINVAL;
+    }
+    pulc_area_format_tables(a, cfg);
+    return 0;
+}
+
+static int cfg_ok(const struct pulc_area_cfg *cfg, char *err, size_t errlen)
 {
     if (cfg->ports < 2 || cfg->ports > 65536 || !cfg->messages || !cfg->fragments ||
         !cfg->frag_size) {
         psp_set_err(err, errlen,
                     "the message area needs 2..65536 ports and at least one message and "
                     "fragment (PSP_AREA_*)");
-        return NULL;
+        return 0;
     }
+    return 1;
+}
+
+struct pulc_area *pulc_area_create(const struct pulc_area_cfg *cfg, const struct psp_nodes *nodes,
+                                   const char *link_kind, const char *link_if,
+                                   const struct mcp_fault_cfg *fault, int *fd, char *err,
+                                   size_t errlen)
+{
+    if (!cfg_ok(cfg, err, errlen))
+        return NULL;
     size_t size = pulc_area_bytes(cfg);
     int mfd = memfd_create("psport-area", MFD_CLOEXEC);
     if (mfd < 0) {
@@ -61,28 +96,40 @@ struct pulc_area *pulc_area_create(const struct pulc_area_cfg *cfg, const struct
         return NULL;
     }
     memset(a, 0, size);
-    a->magic = PULC_AREA_MAGIC;
-    a->version = PULC_AREA_VERSION;
-    a->size = size;
-    a->psid_pid = (int32_t)getpid();
-    snprintf(a->link_kind, sizeof a->link_kind, "%s", link_kind ? link_kind : "");
-    snprintf(a->link_if, sizeof a->link_if, "%s", link_if ? link_if : "");
-    a->nodes = *nodes;
-    if (fault)
-        a->fault = *fault;
-
-    int rc = robust_mutex_init(&a->nic_lock);
-    if (!rc)
-        rc = robust_mutex_init(&a->area_lock);
-    if (rc) {
-        psp_set_err(err, errlen, "cannot initialise the NIC and area locks: %s", strerror(rc));
+    if (area_init(a, size, cfg, nodes, link_kind, link_if, fault, err, errlen)) {
         munmap(a, size);
         close(mfd);
         return NULL;
     }
-    pulc_area_format_tables(a, cfg);
     *fd = mfd;
     return a;
+}
+
+int pulc_area_format(void *mem, size_t size, const struct pulc_area_cfg *cfg,
+                     const struct psp_nodes *nodes, const char *link_kind, char *err, size_t errlen)
+{
+    if (!cfg_ok(cfg, err, errlen))
+        return -EINVAL;
+    if (pulc_area_bytes(cfg) > size) {
+        psp_set_err(err, errlen, "the message area's tables need %zu bytes, it has %zu",
+                    pulc_area_bytes(cfg), size);
+        return -EINVAL;
+    }
+    /* Only the header and the tables: the fragments' pages stay untouched (unallocated). */
+    memset(mem, 0, pulc_area_tables_bytes(cfg));
+    return area_init(mem, size, cfg, nodes, link_kind, "", NULL, err, errlen);
+}
+
+int pulc_area_check(const struct pulc_area *a, size_t size, char *err, size_t errlen)
+{
+    if (a->magic != PULC_AREA_MAGIC || a->version != PULC_AREA_VERSION || a->size != size) {
+        psp_set_err(err, errlen,
+                    "the message area is version %u (magic 0x%08x), this library speaks "
+                    "version %u: rebuild the client against this psport",
+                    a->version, a->magic, PULC_AREA_VERSION);
+        return -EPROTO;
+    }
+    return 0;
 }
 
 struct pulc_area *pulc_area_map(int fd, char *err, size_t errlen)
@@ -105,11 +152,7 @@ struct pulc_area *pulc_area_map(int fd, char *err, size_t errlen)
         psp_set_err(err, errlen, "cannot map the message area: %s", strerror(errno));
         return NULL;
     }
-    if (a->magic != PULC_AREA_MAGIC || a->version != PULC_AREA_VERSION || a->size != size) {
-        psp_set_err(err, errlen,
-                    "the message area is version %u (magic 0x%08x), this library speaks "
-                    "version %u: rebuild the client against this psport",
-                    a->version, a->magic, PULC_AREA_VERSION);
+    if (pulc_area_check(a, size, err, errlen)) {
         munmap(a, size);
         return NULL;
     }

@@ -1,6 +1,7 @@
 /*
- * area.h — the message area: one memfd created by psid and mapped by every PULC process of
- * the node (offsets only, no pointers).  The header holds the NIC lock (a
+ * area.h — the message area: memory shared by every PULC process of the node (offsets only, no
+ * pointers): a memfd psid creates, or the kernel module's area (PSK_MMAP_AREA) the first
+ * attacher formats.  The header holds the NIC lock (a
  * process-shared robust mutex), the time of the last firmware pass, psid's pid and the
  * cluster description the link needs, the area lock and the offsets of the port table,
  * message descriptors and fragments (marea.h).
@@ -87,6 +88,21 @@ struct pulc_area *pulc_area_create(const struct pulc_area_cfg *cfg, const struct
                                    const char *link_kind, const char *link_if,
                                    const struct mcp_fault_cfg *fault, int *fd, char *err,
                                    size_t errlen);
+
+/*
+ * Format the kernel provider's message area in place (the first attacher does, see
+ * PSK_ATTACH_FORMAT_AREA): mem (size bytes, mapped writable; zeroed memory, or what an
+ * attacher that died while formatting left) gets a header with the nodes the module reaches
+ * (PSK_IOC_NODES; clients refuse sends to others) and link_kind, the locks and the tables of
+ * cfg, which must fit size.  Only the header and tables are written: fragment pages stay
+ * unallocated until used.  Returns 0 or -EINVAL with a message in err.
+ */
+int pulc_area_format(void *mem, size_t size, const struct pulc_area_cfg *cfg,
+                     const struct psp_nodes *nodes, const char *link_kind, char *err,
+                     size_t errlen);
+
+/* Check a mapped area of size bytes: magic, version, size.  0 or -EPROTO with a message. */
+int pulc_area_check(const struct pulc_area *a, size_t size, char *err, size_t errlen);
 
 /*
  * Map the area behind fd (a client) and check magic, version and size.  The caller keeps fd.

@@ -1,5 +1,5 @@
 /*
- * hal.c — attach through psid, map, NIC lock, send a fragment, poll.
+ * hal.c — attach through psid or the kernel module (psk_dev.c), map, NIC lock, poll.
  */
 #include "hal.h"
 
@@ -13,12 +13,14 @@
 #include "log.h"
 #include "mcp_env.h"
 #include "psk_client.h"
+#include "psk_dev.h"
 #include "settings.h"
 
 static void hal_clear(struct pulc_hal *h)
 {
     memset(h, 0, sizeof *h);
     h->sock = -1;
+    h->dev = -1;
     h->ctx = -1;
 }
 
@@ -42,6 +44,13 @@ int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, cha
         return -EINVAL;
     h->spin_ns = spin_us * 1000u;
     h->yield_ns = yield_us * 1000u;
+    const char *dev = pulc_dev_path();
+    if (dev) {
+        int rc = pulc_dev_attach(h, dev, abi, err, errlen);
+        if (rc)
+            pulc_hal_detach(h);
+        return rc;
+    }
     int rc = pulc_psk_connect(sock_path, err, errlen);
     if (rc < 0)
         return rc;
@@ -122,6 +131,11 @@ fail:
 
 void pulc_hal_detach(struct pulc_hal *h)
 {
+    if (h->kernel) {
+        pulc_dev_detach(h);
+        hal_clear(h);
+        return;
+    }
     if (h->ctx >= 0 && h->sock >= 0) {
         struct psk_attach at = {PSK_ABI_VERSION, h->ctx, h->generation, 0};
         char err[256];
@@ -142,7 +156,19 @@ void pulc_hal_detach(struct pulc_hal *h)
 
 int pulc_hal_poll(struct pulc_hal *h)
 {
-    return pulc_nic_pass(h->area, &h->nic);
+    return pulc_hal_pass(h, 0);
+}
+
+int pulc_hal_pass(struct pulc_hal *h, int try_only)
+{
+    if (h->kernel)
+        return pulc_dev_kick(h);
+    return pulc_nic_pass_try(h->area, &h->nic, try_only);
+}
+
+int pulc_hal_kick(struct pulc_hal *h)
+{
+    return h->kernel ? pulc_dev_kick(h) : 0;
 }
 
 uint32_t pulc_hal_max_payload(const struct pulc_hal *h)

@@ -1,13 +1,15 @@
 /*
  * hal.h — the hardware abstraction of libpulc: the only code that touches NIC memory.
  *
- * Attach through psid (kmod/psport_abi.h), map the image and the message area, open the link
- * on the socket psid passed, and run the firmware here (host-driven executor) under the NIC
- * lock.
+ * Attach through one of the two providers of kmod/psport_abi.h.  psid: map the image and the
+ * message area it passes, open the link on its socket, and run the firmware here
+ * (host-driven executor) under the NIC lock.  The kernel module (psk_dev.h): map the device's
+ * image and area; its kernel thread runs the firmware, this process rings the doorbell.
  */
 #ifndef PSPORT_PULC_HAL_H
 #define PSPORT_PULC_HAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,7 +20,15 @@
 #include "psport_abi.h"
 
 struct pulc_hal {
-    int sock;              /* connection to psid (kept open: closing it detaches) */
+    int sock;                  /* connection to psid (kept open: closing it detaches) */
+    int dev;                   /* kernel provider: the device (kept open: closing it detaches) */
+    int kernel;                /* 1: attached through the kernel module (no link, no mcp_poll) */
+    uint32_t kick_head;        /* kernel provider: our ring's head when the doorbell last rang */
+    uint64_t reclaim_ns;       /* kernel provider: last look for dead processes' ports */
+    pthread_mutex_t ring_lock; /* kernel provider: one producer at a time on our send ring */
+    pthread_t drainer;         /* kernel provider: the drainer thread (psk_dev.c) */
+    int drainer_on;            /* it runs (started by the process with pid drainer_pid) */
+    int drainer_pid;
     struct mcp_image *img; /* the NIC image, mapped read-write */
     size_t img_size;
     struct pulc_area *area;  /* the message area */
@@ -32,19 +42,30 @@ struct pulc_hal {
 };
 
 /*
- * Attach h through psid at sock_path, announcing ABI version abi (PSK_ABI_VERSION; tests
- * pass others).  Returns 0 or a negative errno with the message in err (psid's text when it
- * refused).  On failure h holds nothing.
+ * Attach h through the kernel module's device if pulc_dev_path() names one, else through
+ * psid at sock_path, announcing ABI version abi (PSK_ABI_VERSION; tests pass others).  Returns
+ * 0 or a negative errno with the message in err (the provider's reason when it refused).  On
+ * failure h holds nothing.
  */
 int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, char *err,
                     size_t errlen);
 
-/* Detach: tell psid, close the link, unmap, close the connection. Safe on a detached h. */
+/* Detach: tell psid, close the link, unmap, close the connection (kernel provider: close our
+ * ports, unmap, close the device).  Safe on a detached h. */
 void pulc_hal_detach(struct pulc_hal *h);
 
 /* One firmware pass under the NIC lock; records the pass in the area. Returns mcp_poll()'s
- * work count or a negative errno when the lock cannot be taken. */
+ * work count or a negative errno when the lock cannot be taken.  Kernel provider: the
+ * doorbell (pulc_hal_kick). */
 int pulc_hal_poll(struct pulc_hal *h);
+
+/* pulc_hal_poll(), but with try_only returns 0 at once when another executor holds the NIC
+ * lock (psid provider). */
+int pulc_hal_pass(struct pulc_hal *h, int try_only);
+
+/* Kernel provider: ring the doorbell if our context posted sends since it last rang (1 rung,
+ * 0 not needed, or a negative errno).  psid provider: 0 (its clients run the firmware). */
+int pulc_hal_kick(struct pulc_hal *h);
 
 /* Largest fragment payload. */
 uint32_t pulc_hal_max_payload(const struct pulc_hal *h);

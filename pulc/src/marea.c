@@ -19,14 +19,18 @@ static size_t align_up(size_t v, size_t a)
     return (v + a - 1) / a * a;
 }
 
-size_t pulc_area_bytes(const struct pulc_area_cfg *cfg)
+size_t pulc_area_tables_bytes(const struct pulc_area_cfg *cfg)
 {
     size_t off = align_up(sizeof(struct pulc_area), 64);
     off += align_up((size_t)cfg->ports * sizeof(struct pulc_port), 64);
     off += align_up((size_t)cfg->messages * sizeof(struct pulc_msg), 64);
     off += align_up((size_t)cfg->fragments * sizeof(struct pulc_frag), 4096);
-    off += (size_t)cfg->fragments * cfg->frag_size;
-    return align_up(off, 4096);
+    return off;
+}
+
+size_t pulc_area_bytes(const struct pulc_area_cfg *cfg)
+{
+    return align_up(pulc_area_tables_bytes(cfg) + (size_t)cfg->fragments * cfg->frag_size, 4096);
 }
 
 void pulc_area_format_tables(struct pulc_area *a, const struct pulc_area_cfg *cfg)
@@ -373,12 +377,23 @@ uint32_t pulc_msg_read(struct pulc_area *a, uint32_t i, void *dst, uint32_t max)
 
 /* ---- ports ---- */
 
+static void (*area_waker)(struct pulc_area *a);
+
+void pulc_area_set_waker(void (*fn)(struct pulc_area *a))
+{
+    area_waker = fn;
+}
+
 void pulc_port_wake(struct pulc_area *a, uint32_t p)
 {
     struct pulc_port *pt = pulc_port_at(a, p);
     __atomic_add_fetch(&pt->event, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&pt->sleepers, __ATOMIC_SEQ_CST))
-        syscall(SYS_futex, &pt->event, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    if (__atomic_load_n(&pt->sleepers, __ATOMIC_SEQ_CST)) {
+        if (area_waker)
+            area_waker(a);
+        else
+            syscall(SYS_futex, &pt->event, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
 }
 
 static void direct_hand_back(struct pulc_area *a, uint32_t i, int err)

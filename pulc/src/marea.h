@@ -144,6 +144,9 @@ static inline uint32_t pulc_frags_needed(const struct pulc_area *a, uint32_t tot
 /* Bytes of an area with cfg's tables (header included, page aligned). */
 size_t pulc_area_bytes(const struct pulc_area_cfg *cfg);
 
+/* Bytes of the header and tables alone (where the fragments' data begins). */
+size_t pulc_area_tables_bytes(const struct pulc_area_cfg *cfg);
+
 /* Lay out the tables of cfg in a zeroed area and put everything on the free lists. */
 void pulc_area_format_tables(struct pulc_area *a, const struct pulc_area_cfg *cfg);
 
@@ -199,6 +202,13 @@ uint32_t pulc_msg_read(struct pulc_area *a, uint32_t m, void *dst, uint32_t max)
  * released or while holding it (the futex call does not touch the lock).
  */
 void pulc_port_wake(struct pulc_area *a, uint32_t p);
+
+/*
+ * How pulc_port_wake() reaches sleepers in this process's areas: NULL (the default) wakes the
+ * futex on the port's event (psid provider); with the kernel provider sleepers wait in the
+ * device (PSK_IOC_WAIT) and fn wakes them there (psk_dev.c sets it).
+ */
+void pulc_area_set_waker(void (*fn)(struct pulc_area *a));
 
 /*
  * Close port p (caller holds the area lock): queued messages are freed, direct ones handed

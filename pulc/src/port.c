@@ -17,6 +17,7 @@
 #include "log.h"
 #include "mcp_env.h"
 #include "mcp_host.h"
+#include "psk_dev.h"
 #include "pulc_int.h"
 #include "settings.h"
 
@@ -47,6 +48,11 @@ struct pulc_proc *pulc_proc(int *err)
     proc.node.ctx = h->ctx;
     proc.node.node_id = (uint16_t)h->info.node_id;
     proc.node.pid = (int32_t)getpid();
+    if (h->kernel) {
+        proc.node.settle = pulc_dev_settle;
+        proc.node.dev_fd = h->dev;
+        proc.node.ring_lock = &h->ring_lock;
+    }
     proc.local_direct = (uint32_t)direct;
     proc_ready = 1;
     return &proc;
@@ -201,8 +207,9 @@ int PSP_ClosePort(PSP_Port *port)
 
 static void help_copy(struct pulc_area *a, PSP_Request *r);
 
-/* Post as many fragments of a remote send as the context's ring takes; 1 when all are. */
-static int post_remote(struct pulc_proc *P, PSP_Request *r)
+/* Post as many fragments of a remote send as the context's ring takes; 1 when all are.  The
+ * caller holds the ring lock if there is one (post_remote). */
+static int post_remote_locked(struct pulc_proc *P, PSP_Request *r)
 {
     struct mcp_image *img = P->node.img;
     unsigned ctx = (unsigned)P->node.ctx;
@@ -249,6 +256,17 @@ static int post_remote(struct pulc_proc *P, PSP_Request *r)
         __atomic_store_n(&pulc_port_at(P->node.area, r->p_port->idx)->tx_open, 0u,
                          __ATOMIC_RELEASE);
     return 1;
+}
+
+/* post_remote_locked() under the ring lock (the kernel provider's drainer thread posts too). */
+static int post_remote(struct pulc_proc *P, PSP_Request *r)
+{
+    if (!P->node.ring_lock)
+        return post_remote_locked(P, r);
+    pthread_mutex_lock(P->node.ring_lock);
+    int rc = post_remote_locked(P, r);
+    pthread_mutex_unlock(P->node.ring_lock);
+    return rc;
 }
 
 /*
@@ -734,14 +752,15 @@ int pulc_progress(struct pulc_proc *P)
      * to other nodes lately, else at most every PULC_NIC_QUIET_NS, so local traffic does not
      * pay for it at every turn.  psid's NIC thread keeps the firmware going meanwhile. */
     uint64_t now = 0;
-    int nic_turn = P->rsend_head != NULL || P->nic_busy;
+    /* The kernel provider's NIC turn costs no system call unless we posted sends. */
+    int nic_turn = P->rsend_head != NULL || P->nic_busy || h->kernel;
     if (!nic_turn && (++P->calls & 31) == 0) { /* reading the clock costs too, in a VM */
         now = mcp_now_ns();
         P->nic_busy = now - P->remote_ns < PULC_NIC_BUSY_NS;
         nic_turn = P->nic_busy || now - P->nic_ns >= PULC_NIC_QUIET_NS;
     }
     if (nic_turn) {
-        rc = pulc_nic_pass_try(h->area, &h->nic, 1);
+        rc = pulc_hal_pass(h, 1);
         if (rc < 0)
             return rc;
         if (!now)
@@ -774,7 +793,9 @@ int pulc_progress(struct pulc_proc *P)
             progress_port(P, port);
     if (P->raw_regs)
         pulc_raw_progress(P);
-    return 0;
+    /* kernel provider: what this turn posted goes out now, not at the next turn */
+    rc = pulc_hal_kick(h);
+    return rc < 0 ? rc : 0;
 }
 
 int PSP_Progress(void)
@@ -782,6 +803,39 @@ int PSP_Progress(void)
     int err = 0;
     struct pulc_proc *P = pulc_proc(&err);
     return P ? pulc_progress(P) : err;
+}
+
+/*
+ * pulc_wait's sleep with the kernel provider: nobody drains the host queue for us (the
+ * module's thread delivers frames but cannot move them into ports), so sleep in the device
+ * until the firmware delivered something (rx_event) or a process queued for one of our ports
+ * (pulc_port_wake through PSK_IOC_WAKE), at most left_ns.  Returns 0 or a negative errno.
+ */
+static int kernel_sleep(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *arg,
+                        uint64_t left_ns)
+{
+    struct pulc_hal *h = P->h;
+    struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
+    int rc = 0;
+    __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
+    uint32_t rx_seen = __atomic_load_n(&P->node.img->rx_event, __ATOMIC_ACQUIRE);
+    uint32_t ev = __atomic_load_n(&pt->event, __ATOMIC_SEQ_CST);
+    struct mcp_rx_desc d;
+    if (ev == port->seen_event && !P->rsend_head && !P->lsend_head &&
+        !mcp_recv_peek(P->node.img, &d) && !done(arg)) {
+        uint64_t slice = 100000000u; /* re-check every 100 ms anyway */
+        if (left_ns < slice)
+            slice = left_ns;
+        rc = pulc_hal_kick(h);
+        if (rc >= 0)
+            rc = pulc_dev_wait(h, rx_seen, (uint32_t)((slice + 999999u) / 1000000u));
+        if (rc == -ETIMEDOUT || rc == -EINTR)
+            rc = 0;
+    } else if (P->rsend_head || P->lsend_head) {
+        sched_yield();
+    }
+    __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
+    return rc < 0 ? rc : 0;
 }
 
 int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *arg, int timeout_ms)
@@ -804,6 +858,13 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
             continue;
         if (waited < h->spin_ns + h->yield_ns || !port) {
             sched_yield();
+            continue;
+        }
+        if (h->kernel) {
+            rc = kernel_sleep(P, port, done, arg, end - now);
+            if (rc < 0)
+                return rc;
+            now = mcp_now_ns();
             continue;
         }
         /* Sleep on the port's event: whoever queues for it (a local sender, another process's

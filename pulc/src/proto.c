@@ -50,13 +50,17 @@ static int send_notice(struct pulc_node *n, uint16_t dst, const struct pulc_hdr 
 {
     if (n->ctx < 0)
         return -EAGAIN;
+    if (n->ring_lock)
+        pthread_mutex_lock(n->ring_lock);
     uint32_t slot;
     uint8_t *b = mcp_send_slot(n->img, (unsigned)n->ctx, &slot);
-    if (!b)
-        return -EAGAIN;
-    pulc_hdr_put(b, h);
-    mcp_send_post(n->img, (unsigned)n->ctx, slot, dst, PULC_HDR_LEN, UINT32_MAX);
-    return 0;
+    if (b) {
+        pulc_hdr_put(b, h);
+        mcp_send_post(n->img, (unsigned)n->ctx, slot, dst, PULC_HDR_LEN, UINT32_MAX);
+    }
+    if (n->ring_lock)
+        pthread_mutex_unlock(n->ring_lock);
+    return b ? 0 : -EAGAIN;
 }
 
 int pulc_send_error(struct pulc_node *n, uint16_t dst_node, uint16_t dst_port, uint16_t our_port,
@@ -273,14 +277,16 @@ static int abort_rx(struct pulc_node *n, uint16_t src_node, const struct pulc_hd
 }
 
 /* clang-format off */
-static pulc_proto_fn handlers[PULC_PROTO_MAX] = {
-    [PULC_PROTO_D] = queue_rx,
-    [PULC_PROTO_S] = queue_rx,
-    [PULC_PROTO_M] = queue_rx,
-    [PULC_PROTO_RAW] = pulc_raw_rx,
-    [PULC_PROTO_ERR] = err_rx,
+#define PULC_BUILTIN_HANDLERS                                                                      \
+    [PULC_PROTO_D] = queue_rx,                                                                     \
+    [PULC_PROTO_S] = queue_rx,                                                                     \
+    [PULC_PROTO_M] = queue_rx,                                                                     \
+    [PULC_PROTO_RAW] = pulc_raw_rx,                                                                \
+    [PULC_PROTO_ERR] = err_rx,                                                                     \
     [PULC_PROTO_ABORT] = abort_rx,
-};
+static pulc_proto_fn handlers[PULC_PROTO_MAX] = {PULC_BUILTIN_HANDLERS};
+static const pulc_proto_fn builtin_handlers[PULC_PROTO_MAX] = {PULC_BUILTIN_HANDLERS};
+#undef PULC_BUILTIN_HANDLERS
 /* clang-format on */
 
 int pulc_proto_register(unsigned proto, pulc_proto_fn fn)
@@ -310,13 +316,17 @@ int pulc_drain(struct pulc_node *n, unsigned max)
         return rc;
     if ((uint32_t)a->rx_count != mcp_recv_position(img)) {
         /* A consumer died inside mcp_recv_done(): finish it with the firmware held off (lock
-         * order: area, then NIC). */
-        if ((rc = pulc_nic_lock(a, img)) != 0) {
+         * order: area, then NIC; the kernel provider's NIC lock is in the module). */
+        if (n->settle) {
+            rc = n->settle(n->dev_fd, (uint32_t)a->rx_count);
+        } else if ((rc = pulc_nic_lock(a, img)) == 0) {
+            mcp_recv_settle(img, (uint32_t)a->rx_count);
+            pulc_nic_unlock(a);
+        }
+        if (rc) {
             pulc_area_unlock(a);
             return rc;
         }
-        mcp_recv_settle(img, (uint32_t)a->rx_count);
-        pulc_nic_unlock(a);
         a->rx_count++;
         a->rx_head_applied = 0;
     }
@@ -326,12 +336,13 @@ int pulc_drain(struct pulc_node *n, unsigned max)
 
     uint32_t woken_port = 0;
     unsigned done = 0;
+    const pulc_proto_fn *table = n->builtin_only ? builtin_handlers : handlers;
     while (done < max && mcp_recv_peek(img, &d)) {
         struct pulc_hdr h;
         const uint8_t *b = d.data;
         int r;
         int bad = pulc_hdr_get(b, d.len, &h);
-        if (!bad && !handlers[h.proto] && n->keep_unknown) {
+        if (!bad && !table[h.proto] && n->keep_unknown) {
             uint64_t now = mcp_now_ns();
             if (n->unknown_tag != a->rx_count || !n->unknown_since_ns) {
                 n->unknown_tag = a->rx_count;
@@ -341,12 +352,11 @@ int pulc_drain(struct pulc_node *n, unsigned max)
                 break; /* its owner polls the host queue itself */
             n->unknown_since_ns = 0;
         }
-        if (bad || !handlers[h.proto]) {
+        if (bad || !table[h.proto]) {
             a->rx_malformed++;
             r = 0;
         } else {
-            r = handlers[h.proto](n, d.src, &h, b + PULC_HDR_LEN, d.len - PULC_HDR_LEN,
-                                  a->rx_count);
+            r = table[h.proto](n, d.src, &h, b + PULC_HDR_LEN, d.len - PULC_HDR_LEN, a->rx_count);
         }
         if (r == -EAGAIN)
             break;

@@ -46,6 +46,17 @@ struct pulc_node {
      * head for its owner, dropping it only when it is still there after PULC_UNKNOWN_NS */
     int keep_unknown;
     uint64_t unknown_tag, unknown_since_ns;
+    /* kernel provider: finish a host-queue release a dead consumer left half done through
+     * the device (its firmware thread does not take the area's NIC lock); NULL: under the
+     * NIC lock */
+    int (*settle)(int dev_fd, uint32_t pos);
+    int dev_fd;
+    /* kernel provider: the process's drainer thread posts notices too; the context's send
+     * ring has one producer at a time under this lock (NULL: one thread, no lock) */
+    pthread_mutex_t *ring_lock;
+    /* only libpulc's own protocols (a drainer thread must not run handlers the process
+     * registered: they expect its main thread); frames of others wait as for keep_unknown */
+    int builtin_only;
 };
 
 #define PULC_UNKNOWN_NS 1000000000ull

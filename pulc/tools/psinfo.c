@@ -2,13 +2,16 @@
  * psinfo — what the node's NIC provider is and does: version and provider (default),
  * settings (-c), NIC counters (-n), attached contexts and open ports (-p), the message area's
  * usage and counters (-a).  Reads through psid: INFO, and MAP for read-only views of the NIC
- * image and the message area (no context is taken).
+ * image and the message area (no context is taken) — or, where the kernel module provides the
+ * NIC (PSP_DEVICE, /dev/psport), through its device: INFO and read-only mappings.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include "marea.h"
 #include "mcp_host.h"
 #include "psk_client.h"
+#include "psk_dev.h"
 #include "psport_abi.h"
 #include "settings.h"
 
@@ -25,7 +29,8 @@
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: " PROG " [-c | -n | -p | -a]\n"
-               "Show the psport NIC provider of this node (psid at PSP_PSID_SOCKET).\n\n"
+               "Show the psport NIC provider of this node: the kernel module's device\n"
+               "(PSP_DEVICE, default /dev/psport if it exists), else psid (PSP_PSID_SOCKET).\n\n"
                "  (no option)        version, provider, node, link, slot size, contexts\n"
                "  -c, --config       the PSP_* settings with their current values\n"
                "  -n, --counters     the NIC's counters\n"
@@ -125,34 +130,56 @@ int main(int argc, char **argv)
     }
 
     char err[512] = "";
-    const char *path = psp_setting_str("PSP_PSID_SOCKET");
-    int sock = pulc_psk_connect(path, err, sizeof err);
-    if (sock < 0) {
-        fprintf(stderr, PROG ": %s\n", err);
-        return 1;
-    }
     struct psk_info in;
     memset(&in, 0, sizeof in);
     int fds[2] = {-1, -1};
     int rc;
-    if (mode == 0)
-        rc = pulc_psk_call(sock, PSK_OP_INFO, PSK_ABI_VERSION, NULL, 0, &in, sizeof in, NULL, NULL,
-                           0, err, sizeof err);
-    else
-        rc = pulc_psk_call(sock, PSK_OP_MAP, PSK_ABI_VERSION, NULL, 0, &in, sizeof in, NULL, fds, 2,
-                           err, sizeof err);
-    close(sock);
-    if (rc) {
-        fprintf(stderr, PROG ": %s\n", err);
-        return 1;
+    const char *dev = pulc_dev_path();
+    const char *path = dev ? dev : psp_setting_str("PSP_PSID_SOCKET");
+    if (dev) {
+        /* the kernel module: INFO and read-only mappings of the same descriptor */
+        int fd = open(dev, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            fprintf(stderr, PROG ": cannot open %s: %s (is the psport module loaded?)\n", dev,
+                    strerror(errno));
+            return 1;
+        }
+        if (ioctl(fd, PSK_IOC_INFO, &in) != 0) {
+            fprintf(stderr, PROG ": %s: INFO: %s\n", dev, strerror(errno));
+            close(fd);
+            return 1;
+        }
+        fds[0] = fd;
+        fds[1] = dup(fd);
+    } else {
+        int sock = pulc_psk_connect(path, err, sizeof err);
+        if (sock < 0) {
+            fprintf(stderr, PROG ": %s\n", err);
+            return 1;
+        }
+        if (mode == 0)
+            rc = pulc_psk_call(sock, PSK_OP_INFO, PSK_ABI_VERSION, NULL, 0, &in, sizeof in, NULL,
+                               NULL, 0, err, sizeof err);
+        else
+            rc = pulc_psk_call(sock, PSK_OP_MAP, PSK_ABI_VERSION, NULL, 0, &in, sizeof in, NULL,
+                               fds, 2, err, sizeof err);
+        close(sock);
+        if (rc) {
+            fprintf(stderr, PROG ": %s\n", err);
+            return 1;
+        }
     }
     if (mode == 0) {
         char link[sizeof in.link_kind + 1];
         memcpy(link, in.link_kind, sizeof in.link_kind);
         link[sizeof in.link_kind] = '\0';
         printf("psport %s\n", PACKAGE_VERSION);
-        printf("provider       psid (socket %s, ABI %u, firmware ABI %u)\n", path, in.abi_version,
-               in.mcp_abi_version);
+        if (dev)
+            printf("provider       kernel module (device %s, ABI %u, firmware ABI %u)\n", path,
+                   in.abi_version, in.mcp_abi_version);
+        else
+            printf("provider       psid (socket %s, ABI %u, firmware ABI %u)\n", path,
+                   in.abi_version, in.mcp_abi_version);
         printf("node           %u of at most %u\n", in.node_id, in.max_nodes);
         printf("link           %s\n", link);
         printf("slot size      %u bytes\n", in.slot_size);
@@ -167,14 +194,27 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": psid's reply to MAP lacks the image or area descriptor\n");
         return 1;
     }
-    struct mcp_image *img = mmap(NULL, in.image_size, PROT_READ, MAP_SHARED, fds[0], 0);
+    struct mcp_image *img =
+        mmap(NULL, in.image_size, PROT_READ, MAP_SHARED, fds[0], (off_t)PSK_MMAP_IMAGE);
     close(fds[0]);
-    struct pulc_area *area = mmap(NULL, in.area_size, PROT_READ, MAP_SHARED, fds[1], 0);
+    struct pulc_area *area =
+        mmap(NULL, in.area_size, PROT_READ, MAP_SHARED, fds[1], dev ? (off_t)PSK_MMAP_AREA : 0);
     close(fds[1]);
-    if (area == MAP_FAILED || area->magic != PULC_AREA_MAGIC ||
-        area->version != PULC_AREA_VERSION || area->size != in.area_size) {
-        fprintf(stderr, PROG ": cannot map the message area, or it is of another version (use the "
-                             "psinfo of the psport psid runs)\n");
+    if (dev && area != MAP_FAILED && area->magic == 0 && mode != 'n') {
+        printf("the message area of %s is not formatted yet (no process attached so far)\n", dev);
+        return 0;
+    }
+    if (area == MAP_FAILED) {
+        fprintf(stderr, PROG ": cannot map the message area of %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    if (area->magic != PULC_AREA_MAGIC || area->version != PULC_AREA_VERSION ||
+        area->size != in.area_size) {
+        fprintf(stderr,
+                PROG ": the message area is version %u (magic 0x%08x, %llu bytes), psinfo speaks "
+                     "version %u (%llu bytes): use the psinfo of the psport the provider runs\n",
+                area->version, area->magic, (unsigned long long)area->size, PULC_AREA_VERSION,
+                (unsigned long long)in.area_size);
         return 1;
     }
     uint32_t found = 0;

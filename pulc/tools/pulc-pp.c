@@ -60,6 +60,7 @@
 #include "mcp_env.h"
 #include "mcp_host.h"
 #include "proto.h"
+#include "psk_dev.h"
 #include "pulc.h"
 #include "settings.h"
 #include "tool.h"
@@ -114,7 +115,8 @@ enum pp_level { LVL_HAL, LVL_PORTD, NLEVELS };
 /* ---------------------------------------------------------------------------------------- */
 
 struct opts {
-    const char *peer_socket;
+    const char *peer_socket; /* or, with peer_device, the peer node's kernel module device */
+    bool peer_device;
     bool mode[NMODES], mode_given;
     bool level[NLEVELS];
     uint32_t sizes[MAX_SIZES];
@@ -147,6 +149,8 @@ static void usage(FILE *f)
         "Options:\n"
         "  -P, --peer-socket PATH  psid socket of another node: run the inter-node measurements\n"
         "                          with a peer attached there\n"
+        "  -D, --peer-device PATH  the same through another node's psport kernel module device\n"
+        "                          (this process attaches to PSP_DEVICE, e.g. /dev/psport)\n"
         "  -S, --socket PATH       this node's psid socket (default: $PSP_PSID_SOCKET)\n"
         "  -m, --mode LIST         inter, intra or all (default: all; without --peer-socket\n"
         "                          only intra runs)\n"
@@ -285,6 +289,7 @@ static void parse_options(int argc, char **argv)
     };
     static const struct option lo[] = {
         {"peer-socket", required_argument, NULL, 'P'},
+        {"peer-device", required_argument, NULL, 'D'},
         {"socket", required_argument, NULL, 'S'},
         {"mode", required_argument, NULL, 'm'},
         {"level", required_argument, NULL, 'l'},
@@ -314,12 +319,14 @@ static void parse_options(int argc, char **argv)
     o.timeout_s = 120;
 
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":P:S:m:l:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":P:D:S:m:l:h", lo, NULL)) != -1) {
         switch (c) {
         case 'P':
+        case 'D':
             if (!*optarg)
-                psp_usage_error("--peer-socket: empty path");
+                psp_usage_error("%s: empty path", c == 'P' ? "--peer-socket" : "--peer-device");
             o.peer_socket = optarg;
+            o.peer_device = c == 'D';
             break;
         case 'S':
             if (!*optarg)
@@ -395,7 +402,8 @@ static void parse_options(int argc, char **argv)
     if (optind < argc)
         psp_usage_error("unexpected argument '%s'", argv[optind]);
     if (o.mode_given && o.mode[MODE_INTER] && !o.peer_socket)
-        psp_usage_error("--mode inter needs --peer-socket PATH (another node's psid socket)");
+        psp_usage_error("--mode inter needs --peer-socket PATH (another node's psid socket) or "
+                        "--peer-device PATH");
     if (!o.mode_given && !o.peer_socket)
         o.mode[MODE_INTER] = false; /* reported as "not run" */
     if (!o.sizes_given) {
@@ -790,8 +798,13 @@ static int hal_send(struct ep *e, const uint8_t *buf, uint32_t len, uint32_t msg
     struct waiter w = {0};
     do {
         uint32_t slot;
+        /* the kernel provider's drainer thread may post a notice meanwhile */
+        if (me.node.ring_lock)
+            pthread_mutex_lock(me.node.ring_lock);
         uint8_t *b = mcp_send_slot(img, ctx, &slot);
         if (!b) {
+            if (me.node.ring_lock)
+                pthread_mutex_unlock(me.node.ring_lock);
             int rc = hal_progress(e);
             if (!rc)
                 rc = ep_wait_turn(e, &w);
@@ -805,6 +818,8 @@ static int hal_send(struct ep *e, const uint8_t *buf, uint32_t len, uint32_t msg
         pulc_hdr_put(b, &hd);
         memcpy(b + PULC_HDR_LEN, buf + off, n);
         mcp_send_post(img, ctx, slot, e->peer_node, PULC_HDR_LEN + n, PP_COOKIE);
+        if (me.node.ring_lock)
+            pthread_mutex_unlock(me.node.ring_lock);
         off += n;
         w = (struct waiter){0};
     } while (off < len);
@@ -1239,6 +1254,11 @@ static int proc_attach(char *err, size_t n)
     me.node.img = me.h->img;
     me.node.ctx = me.h->ctx;
     me.node.node_id = me.self;
+    if (me.h->kernel) { /* the kernel provider (psk_dev.h) */
+        me.node.settle = pulc_dev_settle;
+        me.node.dev_fd = me.h->dev;
+        me.node.ring_lock = &me.h->ring_lock;
+    }
     rc = PSP_OpenPort(PSP_ANYPORT, PSP_PORT_D, &me.port);
     if (rc) {
         snprintf(err, n, "cannot open a port-D port: %s", PSP_StrError(rc));
@@ -1282,7 +1302,8 @@ struct peer {
     enum pp_mode mode;
     pid_t pid;
     int fd;             /* our end of the socketpair */
-    const char *socket; /* the psid it attaches to */
+    const char *socket; /* the psid it attaches to (or the device, with device) */
+    bool device;
     bool attached, dead;
     uint16_t node;
     PSP_PortId port;
@@ -1380,14 +1401,15 @@ static void peer_run(const struct pp_cmd *c)
     peer_reply(&r);
 }
 
-/* The peer process: attach when told (to sock), then serve commands until QUIT. */
-static void peer_main(int fd, const char *sock)
+/* The peer process: attach when told (to sock, or to the device sock), then serve commands
+ * until QUIT. */
+static void peer_main(int fd, const char *sock, bool device)
 {
     peer_fd = fd;
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     psp_log_init(PROG " peer");
     if (sock)
-        setenv("PSP_PSID_SOCKET", sock, 1);
+        setenv(device ? "PSP_DEVICE" : "PSP_PSID_SOCKET", sock, 1);
     bool attached = false;
     for (;;) {
         struct pp_cmd c;
@@ -1435,7 +1457,7 @@ static void peer_main(int fd, const char *sock)
 /* ---- the client's side ---- */
 
 /* Fork the peer of mode m, attaching (later) to sock. */
-static void peer_spawn(struct peer *p, enum pp_mode m, const char *sock)
+static void peer_spawn(struct peer *p, enum pp_mode m, const char *sock, bool device)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
@@ -1450,7 +1472,7 @@ static void peer_spawn(struct peer *p, enum pp_mode m, const char *sock)
         for (int k = 0; k < NMODES; k++)
             if (peers[k].pid > 0)
                 close(peers[k].fd);
-        peer_main(sv[1], sock);
+        peer_main(sv[1], sock, device);
         _exit(EXIT_OK);
     }
     close(sv[1]);
@@ -1459,6 +1481,7 @@ static void peer_spawn(struct peer *p, enum pp_mode m, const char *sock)
     p->pid = pid;
     p->fd = sv[0];
     p->socket = sock;
+    p->device = device;
 }
 
 /* The peer died: reap it and describe how into p->death. */
@@ -1984,13 +2007,15 @@ static void run_mode(struct peer *p)
         peer_wait_reply(p, c.seq, R_DONE, 30000, &r, why, sizeof why)) {
         bad = why;
     } else if (r.rc) {
-        snprintf(badbuf, sizeof badbuf, "the %s peer cannot attach to psid at %s: %s", mode_name[m],
-                 p->socket, r.text);
+        snprintf(badbuf, sizeof badbuf, "the %s peer cannot attach to %s %s: %s", mode_name[m],
+                 p->device ? "the device" : "psid at", p->socket, r.text);
         bad = badbuf;
     } else if (m == MODE_INTER && r.node == me.self) {
         snprintf(badbuf, sizeof badbuf,
-                 "--peer-socket %s is the psid of node %u, this process's node too: give "
-                 "another node's psid socket",
+                 p->device ? "--peer-device %s is node %u, this process's node too: give another "
+                             "node's device"
+                           : "--peer-socket %s is the psid of node %u, this process's node too: "
+                             "give another node's psid socket",
                  p->socket, r.node);
         bad = badbuf;
     } else if (m == MODE_INTRA && r.node != me.self) {
@@ -2354,7 +2379,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 1 << 16);
     parse_options(argc, argv);
     signal(SIGPIPE, SIG_IGN);
-    const char *own = psp_setting_str("PSP_PSID_SOCKET");
+    /* this node's provider: the kernel module's device, else psid's socket */
+    const char *own = pulc_dev_path() ? pulc_dev_path() : psp_setting_str("PSP_PSID_SOCKET");
     FILE *csv = NULL;
     if (o.csv && !(csv = fopen(o.csv, "w"))) {
         fprintf(stderr, PROG ": cannot write --csv %s: %s\n", o.csv, strerror(errno));
@@ -2367,17 +2393,19 @@ int main(int argc, char **argv)
         peers[m].fd = -1;
     }
     if (o.mode[MODE_INTER])
-        peer_spawn(&peers[MODE_INTER], MODE_INTER, o.peer_socket);
+        peer_spawn(&peers[MODE_INTER], MODE_INTER, o.peer_socket, o.peer_device);
     if (o.mode[MODE_INTRA])
-        peer_spawn(&peers[MODE_INTRA], MODE_INTRA, own);
+        peer_spawn(&peers[MODE_INTRA], MODE_INTRA, own, pulc_dev_path() != NULL);
 
     char err[512];
     if (proc_attach(err, sizeof err))
-        psp_fail_exit("cannot attach to psid at %s: %s", own, err);
+        psp_fail_exit("cannot attach to %s %s: %s", pulc_dev_path() ? "the device" : "psid at", own,
+                      err);
 
     const struct mcp_config *cfg = &me.h->img->cfg;
     const struct pulc_area_cfg *ac = &me.h->area->cfg;
-    printf(PROG ": node %u (psid %s), port %s\n", me.self, own, port_text(PSP_GetPortId(me.port)));
+    printf(PROG ": node %u (%s %s), port %s\n", me.self, me.h->kernel ? "device" : "psid", own,
+           port_text(PSP_GetPortId(me.port)));
     printf("  NIC: %s link, frame payload %u B (%u B data + %u B PULC header), window %u, send "
            "slots %u, host queue %u\n",
            me.h->area->link_kind, pulc_hal_max_payload(me.h),

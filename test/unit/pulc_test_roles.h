@@ -1,8 +1,9 @@
 /*
  * pulc_test_roles.h — roles of the processes in the libpulc tests (test_pulc_portd,
  * test_pulc_streams): receivers attach to the peer node's psid when PULC_TEST_PEER_SOCKET and
- * PULC_TEST_PEER_NODE are set (so their traffic crosses the NIC), senders to this node's; a
- * pipe tells senders when the receiver's port is open.
+ * PULC_TEST_PEER_NODE are set (so their traffic crosses the NIC), or to the peer node's
+ * kernel module device with PULC_TEST_PEER_DEVICE (test/kmod: two NICs of the module in one
+ * guest); senders attach to this node's; a pipe tells senders when the receiver's port is open.
  */
 #ifndef PSPORT_TEST_PULC_TEST_ROLES_H
 #define PSPORT_TEST_PULC_TEST_ROLES_H
@@ -27,12 +28,16 @@ static inline int peer_is_remote(void)
     return getenv("PULC_TEST_PEER_NODE") != NULL;
 }
 
-/* Make this process a receiver: attach to the peer's psid (before any other PSP_* call). */
+/* Make this process a receiver: attach to the peer's psid or device (before any other PSP_*
+ * call). */
 static inline void as_receiver(void)
 {
     const char *s = getenv("PULC_TEST_PEER_SOCKET");
     if (s && *s)
         setenv("PSP_PSID_SOCKET", s, 1);
+    s = getenv("PULC_TEST_PEER_DEVICE");
+    if (s && *s)
+        setenv("PSP_DEVICE", s, 1);
     int rc = PSP_Init();
     if (rc) {
         fprintf(stderr, "PSP_Init (receiver): %s\n", PSP_StrError(rc));
