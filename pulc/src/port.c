@@ -913,18 +913,26 @@ int PSP_Wait(PSP_Request *req, int timeout_ms)
 
 struct port_watch {
     const struct pulc_port *pt;
-    uint32_t event;
+    const PSP_Port *port;
+    uint32_t event; /* the port's event at the call */
+    uint32_t seen;  /* what this process had examined of it at the call */
 };
 
+/*
+ * Something happened on the port: its event moved, or this process examined a change it had
+ * not looked at yet (one that came just before the call: the first progress of the wait
+ * takes it, and the caller must get to see it).
+ */
 static int port_changed(void *arg)
 {
     const struct port_watch *w = arg;
-    return __atomic_load_n(&w->pt->event, __ATOMIC_ACQUIRE) != w->event;
+    return __atomic_load_n(&w->pt->event, __ATOMIC_ACQUIRE) != w->event ||
+           w->port->seen_event != w->seen;
 }
 
 int PSP_WaitPort(PSP_Port *port, int timeout_ms)
 {
-    struct port_watch w = {pulc_port_at(proc.node.area, port->idx), 0};
+    struct port_watch w = {pulc_port_at(proc.node.area, port->idx), port, 0, port->seen_event};
     w.event = __atomic_load_n(&w.pt->event, __ATOMIC_ACQUIRE);
     return pulc_wait(&proc, port, port_changed, &w, timeout_ms);
 }
