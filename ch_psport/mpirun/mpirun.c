@@ -25,13 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "partition.h"
 #include "pmi_server.h"
-#include "psk_client.h"
-#include "psport_abi.h"
 #include "pulc.h"
 #include "settings.h"
-#include "spawn_proto.h"
 #include "tool.h"
 
 static const char *prog = "mpirun";
@@ -146,30 +142,21 @@ static void read_hostfile(struct job *j, const char *path)
         psp_fail_exit("hostfile %s names no host", path);
 }
 
-/* psid's view of the nodes, for resolving host names: NODES and this node's id (INFO). */
-static int local_node(struct pspc_node **nodes, int *count)
+/* psid's view of the nodes, for resolving host names; returns this node's id. */
+static int local_node(PSP_NodeInfo_t **nodes, int *count)
 {
+    static PSP_NodeInfo_t v[4096];
     char err[512];
-    int fd = pulc_psk_connect(psp_setting_str("PSP_PSID_SOCKET"), err, sizeof err);
-    if (fd < 0)
-        psp_fail_exit("%s", err);
-    struct psk_info in;
-    uint32_t got = 0;
-    if (pulc_psk_call(fd, PSK_OP_INFO, PSK_ABI_VERSION, NULL, 0, &in, sizeof in, &got, NULL, 0, err,
-                      sizeof err))
+    int me = -1, n = PSP_GetNodes(v, 4096, &me, err, sizeof err);
+    if (n < 0)
         psp_fail_exit("psid: %s", err);
-    static char buf[65536];
-    if (pulc_psk_call(fd, PSPC_OP_NODES, PSK_ABI_VERSION, NULL, 0, buf, sizeof buf, &got, NULL, 0,
-                      err, sizeof err))
-        psp_fail_exit("psid: %s", err);
-    close(fd);
-    *count = (int)(got / sizeof(struct pspc_node));
-    *nodes = (struct pspc_node *)buf;
-    return in.node_id;
+    *count = n < 4096 ? n : 4096;
+    *nodes = v;
+    return me;
 }
 
 /* Node id of a host: a node id, an IPv4 address, or a name resolved to one. -1 if none. */
-static int resolve(const char *name, const struct pspc_node *nodes, int count)
+static int resolve(const char *name, const PSP_NodeInfo_t *nodes, int count)
 {
     char *end;
     long id = strtol(name, &end, 10);
@@ -196,7 +183,7 @@ static int resolve(const char *name, const struct pspc_node *nodes, int count)
 }
 
 /* Where each rank goes. */
-static void place(struct job *j, int me, const struct pspc_node *nodes, int count)
+static void place(struct job *j, int me, const PSP_NodeInfo_t *nodes, int count)
 {
     j->node_of = calloc((size_t)j->np, sizeof *j->node_of);
     if (!j->nhosts) {
@@ -221,8 +208,7 @@ static void place(struct job *j, int me, const struct pspc_node *nodes, int coun
 static void partition_hosts(struct job *j)
 {
     char *list = NULL, err[512];
-    const char *source = NULL;
-    int rc = pulc_partition_from_env(&list, &source, err, sizeof err);
+    int rc = PSP_PartitionHosts(&list, err, sizeof err);
     if (rc < 0)
         psp_fail_exit("%s", err);
     if (rc == 0)
@@ -238,11 +224,7 @@ static void partition_hosts(struct job *j)
 static int psid_reachable(void)
 {
     char err[256];
-    int fd = pulc_psk_connect(psp_setting_str("PSP_PSID_SOCKET"), err, sizeof err);
-    if (fd < 0)
-        return 0;
-    close(fd);
-    return 1;
+    return PSP_GetNodes(NULL, 0, NULL, err, sizeof err) >= 0;
 }
 
 static void start_own_psid(struct job *j)
@@ -425,7 +407,7 @@ static char **rank_env(struct job *j, int r, const char *pmi_port, const char *k
 
 static int run(struct job *j)
 {
-    struct pspc_node *nodes;
+    PSP_NodeInfo_t *nodes;
     int count;
     if (!psid_reachable())
         start_own_psid(j);

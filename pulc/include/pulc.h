@@ -381,6 +381,30 @@ int PSP_SpawnerNotify(PSP_Spawner_t *sp, PSP_TaskId_t tid);
 /* PSP_SpawnerSignal through a connection of its own. */
 int PSP_Kill(PSP_TaskId_t tid, int sig);
 
+/* A node as this node's psid sees it. */
+typedef struct PSP_NodeInfo {
+    int id;
+    int up;              /* alive (this node always) */
+    int master;          /* the lowest live node */
+    uint32_t ip;         /* IPv4 address, network order */
+    unsigned tasks;      /* tasks psid runs there */
+    unsigned load_milli; /* 1-minute load average x 1000 */
+} PSP_NodeInfo_t;
+
+/*
+ * The cluster's nodes (up to max into nodes; nodes may be NULL with max 0) and this node's id
+ * (*self, if self != NULL).  Returns the number of nodes in the cluster or a negative errno
+ * with the reason in err (-ENOENT / -ECONNREFUSED: psid is not running).
+ */
+int PSP_GetNodes(PSP_NodeInfo_t *nodes, int max, int *self, char *err, size_t errlen);
+
+/*
+ * The batch partition's hosts from PSP_PARTITION, PSP_HOSTFILE, SLURM_JOB_NODELIST or
+ * PBS_NODEFILE (the first set): 1 with *hosts a malloc'd newline-separated list (the caller
+ * frees it), 0 when none is set, or a negative errno with the reason in err.
+ */
+int PSP_PartitionHosts(char **hosts, char *err, size_t errlen);
+
 /* Parse "node:pid" into a task id: 0 or -EINVAL. */
 int PSP_TaskIdParse(const char *text, PSP_TaskId_t *tid);
 

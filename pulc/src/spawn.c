@@ -539,3 +539,36 @@ int PSP_EventWrite(const PSP_Event_t *ev, int fd, int rank)
     free(out);
     return rc;
 }
+
+int PSP_GetNodes(PSP_NodeInfo_t *nodes, int max, int *self, char *err, size_t errlen)
+{
+    int fd = pulc_psk_connect(psp_setting_str("PSP_PSID_SOCKET"), err, errlen);
+    if (fd < 0)
+        return fd;
+    struct psk_info in;
+    uint32_t got = 0;
+    int rc = pulc_psk_call(fd, PSK_OP_INFO, PSK_ABI_VERSION, NULL, 0, &in, sizeof in, &got, NULL, 0,
+                           err, errlen);
+    static char buf[65536];
+    if (!rc)
+        rc = pulc_psk_call(fd, PSPC_OP_NODES, PSK_ABI_VERSION, NULL, 0, buf, sizeof buf, &got, NULL,
+                           0, err, errlen);
+    close(fd);
+    if (rc)
+        return rc;
+    int count = (int)(got / sizeof(struct pspc_node));
+    for (int i = 0; i < count && i < max; i++) {
+        struct pspc_node v;
+        memcpy(&v, buf + (size_t)i * sizeof v, sizeof v);
+        nodes[i] = (PSP_NodeInfo_t){v.id, v.up, v.master, v.ip, v.tasks, v.load_milli};
+    }
+    if (self)
+        *self = in.node_id;
+    return count;
+}
+
+int PSP_PartitionHosts(char **hosts, char *err, size_t errlen)
+{
+    const char *source = NULL;
+    return pulc_partition_from_env(hosts, &source, err, errlen);
+}
