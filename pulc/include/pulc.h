@@ -378,9 +378,6 @@ int PSP_SpawnerSignal(PSP_Spawner_t *sp, PSP_TaskId_t tid, int sig);
 /* Ask for an EXIT event (flag PSP_EXIT_NOTIFY) when task tid dies: 0 or -ESRCH etc. */
 int PSP_SpawnerNotify(PSP_Spawner_t *sp, PSP_TaskId_t tid);
 
-/* PSP_SpawnerSignal through a connection of its own. */
-int PSP_Kill(PSP_TaskId_t tid, int sig);
-
 /* A node as this node's psid sees it. */
 typedef struct PSP_NodeInfo {
     int id;

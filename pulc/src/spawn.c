@@ -381,17 +381,6 @@ int PSP_SpawnerNotify(PSP_Spawner_t *sp, PSP_TaskId_t tid)
     return task_req(sp, PSPC_OP_NOTIFY, tid, 0);
 }
 
-int PSP_Kill(PSP_TaskId_t tid, int sig)
-{
-    char err[256];
-    PSP_Spawner_t *sp = PSP_SpawnerOpen(err, sizeof err);
-    if (!sp)
-        return -ECONNREFUSED;
-    int rc = PSP_SpawnerSignal(sp, tid, sig);
-    PSP_SpawnerClose(sp);
-    return rc;
-}
-
 int PSP_SpawnerStdin(PSP_Spawner_t *sp, PSP_TaskId_t tid, const void *data, size_t len, int eof)
 {
     const char *p = data;
