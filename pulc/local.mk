@@ -20,13 +20,15 @@ pulc_libpulc_la_LIBADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommo
 
 bin_PROGRAMS += pulc/psid/psid pulc/tools/psinfo
 pulc_psid_psid_SOURCES = pulc/psid/psid.c pulc/psid/psid_int.h \
-	pulc/psid/cluster.c pulc/psid/tasks.c pulc/psid/dlink.c pulc/psid/dlink.h \
+	pulc/psid/cluster.c pulc/psid/tasks.c pulc/psid/cores.c pulc/psid/cores.h \
+	pulc/psid/dlink.c pulc/psid/dlink.h \
 	pulc/psid/dmsg.c pulc/psid/dmsg.h pulc/src/spawn_proto.h \
 	pulc/src/partition.c pulc/src/partition.h \
 	pulc/src/area.c pulc/src/area.h pulc/src/marea.c \
 	pulc/src/marea.h pulc/src/proto.c pulc/src/proto.h pulc/src/raw_rx.c
 pulc_psid_psid_CPPFLAGS = $(PULC_CPPFLAGS)
-pulc_psid_psid_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread
+pulc_psid_psid_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread \
+	$(HWLOC_LIBS)
 
 # psspawn (start tasks, logger, spawn benchmark) and psiadmin (nodes, tasks, counters, kill).
 bin_PROGRAMS += pulc/tools/psspawn pulc/tools/psiadmin

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "area.h"
+#include "cores.h"
 #include "marea.h"
 #include "proto.h"
 #include "link.h"
@@ -824,6 +825,7 @@ int main(int argc, char **argv)
 
     take_pidfile();
     atexit(remove_files);
+    psid_cores_init();
     setup_nic(nodes_file);
     psid_g.node = S.node;
     psid_g.nodes = &S.nodes;

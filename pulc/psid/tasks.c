@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cores.h"
 #include "log.h"
 #include "mcp_env.h"
 #include "psid_int.h"
@@ -156,8 +157,7 @@ static void child(const struct psid_spawn_req *r, const gid_t *groups, int ngrou
     }
     if (bind_cpu >= 0) {
         cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(bind_cpu, &set);
+        psid_core_cpuset(bind_cpu, &set);
         if (sched_setaffinity(0, sizeof set, &set) != 0)
             child_fail(3, errno);
     }
@@ -184,12 +184,10 @@ int psid_task_spawn(const struct psid_spawn_req *r)
     for (const char *const *e = r->envp; *e; e++) {
         if (!strncmp(*e, "PATH=", 5))
             path = *e + 5;
-        /* mpirun -bind-to core: the rank's index on this node, bound to that core (the
-         * node's CPUs in order, wrapping around). */
-        if (!strncmp(*e, "PSP_BIND_CPU=", 13) && atoi(*e + 13) >= 0) {
-            long n = sysconf(_SC_NPROCESSORS_ONLN);
-            bind_cpu = atoi(*e + 13) % (int)(n > 0 ? n : 1);
-        }
+        /* mpirun -bind-to core: the rank's index on this node, bound to that core (hwloc's
+         * cores in order, wrapping around: cores.c). */
+        if (!strncmp(*e, "PSP_BIND_CPU=", 13) && atoi(*e + 13) >= 0)
+            bind_cpu = atoi(*e + 13);
     }
 
     /* The task talks to this node's psid, wherever its spawner's environment pointed. */
