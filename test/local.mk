@@ -76,3 +76,11 @@ test_unit_test_crc32c_SOURCES = test/unit/test_crc32c.c test/harness.h
 test_unit_test_crc32c_CPPFLAGS = $(TEST_CPPFLAGS)
 test_unit_test_crc32c_LDADD = mcp/libmcp.la common/libpspcommon.la
 # --- end crc32c ---
+
+# --- benchmarks (test/bench/README.md) ---
+# udp-pp: the raw-link baseline of `make bench` (UDP ping-pong and stream, TCP stream).  Built by
+# `make check` (the bench-driver test runs it) and `make bench`; test/bench/run compiles it
+# itself with cc when it finds no build.
+check_PROGRAMS += test/bench/udp-pp
+test_bench_udp_pp_SOURCES = test/bench/udp-pp.c
+# --- end benchmarks ---
