@@ -29,7 +29,7 @@ static const struct psp_setting table[] = {
     /* mcp (the firmware) */
     {"PSP_WINDOW",           "8",      "mcp",  "RDP send window per peer, packets (1..64)"},
     {"PSP_FRAME_SIZE",       "4096",   "mcp",  "payload bytes per NIC frame"},
-    {"PSP_CONTEXTS",         "16",     "mcp",  "NIC contexts (attached processes)"},
+    {"PSP_CONTEXTS",         "64",     "mcp",  "NIC contexts (attached processes)"},
     {"PSP_SEND_SLOTS",       "64",     "mcp",  "send slots per context"},
     {"PSP_RECV_SLOTS",       "128",    "mcp",  "NIC receive slots"},
     {"PSP_HOSTQ_SLOTS",      "256",    "mcp",  "host receive queue slots"},

@@ -27,7 +27,7 @@ int mcp_config_from_settings(struct mcp_config *c, uint16_t node, uint32_t max_f
     } rows[] = {
         {"PSP_WINDOW", 1, MCP_MAX_WINDOW, offsetof(struct mcp_config, window), 16},
         {"PSP_FRAME_SIZE", 64, 65535 - MCP_WIRE_HDR, offsetof(struct mcp_config, slot_size), 32},
-        {"PSP_CONTEXTS", 1, MCP_MAX_CONTEXTS, offsetof(struct mcp_config, contexts), 16},
+        {"PSP_CONTEXTS", 1, MCP_MAX_CONTEXTS, offsetof(struct mcp_config, contexts), 64},
         {"PSP_SEND_SLOTS", 1, 4096, offsetof(struct mcp_config, send_slots), 16},
         {"PSP_RECV_SLOTS", 2, 4096, offsetof(struct mcp_config, recv_slots), 16},
         {"PSP_HOSTQ_SLOTS", 1, 65535, offsetof(struct mcp_config, hostq_slots), 16},

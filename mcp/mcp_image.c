@@ -12,7 +12,7 @@ void mcp_config_default(struct mcp_config *c, uint16_t node)
     memset(c, 0, sizeof(*c));
     c->node_id = node;
     c->max_nodes = 256;
-    c->contexts = 16;
+    c->contexts = 64;
     c->send_slots = 64;
     c->recv_slots = 128;
     c->hostq_slots = 256;

@@ -268,7 +268,9 @@ static void start_own_psid(struct job *j)
         _exit(127);
     }
     j->own_psid = p;
-    for (int i = 0; i < 200; i++) {
+    /* A loaded machine can take seconds to start it: wait up to 10 s, and never leave it
+     * behind holding the NIC's UDP port when it did not come up. */
+    for (int i = 0; i < 1000; i++) {
         if (psid_reachable())
             return;
         int st;
@@ -276,7 +278,10 @@ static void start_own_psid(struct job *j)
             psp_fail_exit("the psid I started (%s) exited; its log: %s", self, log);
         usleep(10000);
     }
-    psp_fail_exit("the psid I started did not come up within 2 s; its log: %s", log);
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    j->own_psid = 0;
+    psp_fail_exit("the psid I started did not come up within 10 s (stopped it); its log: %s", log);
 }
 
 static void stop_own_psid(struct job *j)
