@@ -55,8 +55,9 @@ void osu_init(struct osu_options *opt, const char *program, enum osu_kind kind, 
         opt->skip_large = 10;
         break;
     }
-    if (opt->min_size < min_elem)
-        opt->min_size = min_elem;
+    opt->min_elem = min_elem ? min_elem : 1;
+    if (opt->min_size < opt->min_elem)
+        opt->min_size = opt->min_elem;
 }
 
 /* Parses a non-negative decimal number that must be all of text; returns 0 if it is one. */
@@ -144,7 +145,7 @@ enum osu_parse_result osu_parse_options(struct osu_options *opt, int argc, char 
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
             print_usage(opt, stdout);
             return OSU_EXIT;
-        } else if (!strcmp(arg, "-m") && opt->kind != OSU_BARRIER) {
+        } else if (!strcmp(arg, "-m")) {
             if (parse_range(argv[++i], opt))
                 bad = arg;
         } else if (!strcmp(arg, "-i")) {
@@ -165,6 +166,11 @@ enum osu_parse_result osu_parse_options(struct osu_options *opt, int argc, char 
             bad = arg;
         }
     }
+    /* Sizes double from MIN, so a MIN that is a multiple of the element keeps all of them so. */
+    opt->min_size = (opt->min_size + opt->min_elem - 1) / opt->min_elem * opt->min_elem;
+    /* Only latency means something at 0 bytes (a bandwidth of 0 bytes is 0). */
+    if (opt->min_size == 0 && opt->kind != OSU_PT2PT_LATENCY)
+        opt->min_size = opt->min_elem;
     if (!bad && opt->min_size > opt->max_size)
         bad = "-m";
     if (bad) {

@@ -26,6 +26,7 @@ struct osu_options {
     enum osu_kind kind;   /* which defaults and options apply */
     size_t min_size;      /* smallest message in bytes */
     size_t max_size;      /* largest message in bytes */
+    size_t min_elem;      /* element size of the datatype: no size below it, all multiples */
     int iterations;       /* timed rounds for sizes <= OSU_LARGE_MESSAGE */
     int skip;             /* untimed warm-up rounds for those */
     int iterations_large; /* timed rounds for larger sizes */
@@ -54,8 +55,10 @@ void osu_init(struct osu_options *opt, const char *program, enum osu_kind kind, 
 
 /*
  * Parses the OSU options -m [MIN:]MAX, -i ITERS, -x WARMUP, -W WINDOW (bandwidth family),
- * -f (collectives), -c, -h.  Every rank parses (so all agree); only rank 0 prints help or
- * errors, to stderr for errors.  -i and -x set the counts for all sizes, as OSU's do.
+ * -f (collectives), -c (not barrier), -h.  Every rank parses (so all agree); only rank 0
+ * prints help or errors, to stderr for errors.  -i and -x set the counts for all sizes, as
+ * OSU's do.  Barrier accepts -m and ignores it, so one command line fits every collective.
+ * A MIN below the datatype's element size is raised to it (and MIN to a multiple of it).
  */
 enum osu_parse_result osu_parse_options(struct osu_options *opt, int argc, char **argv);
 
