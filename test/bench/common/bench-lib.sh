@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/bench/common/bench-lib.sh — sourced by the benchmark run scripts (test/bench/*/run):
 # the places an MPI program can run in one benchmark run, side by side:
 #   psport one node     our mpirun with a psid of our own (socket in the output directory,

@@ -81,6 +81,7 @@ static int global_of(int l, int nb, int p, int nprocs)
     return (l / nb) * nb * nprocs + p * nb + l % nb;
 }
 
+/* qsort order of doubles. */
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -94,6 +95,7 @@ static double median_of(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* CPU time of this process (all its threads), in seconds. */
 static double seconds_cpu(void)
 {
     struct timespec ts;
@@ -309,6 +311,7 @@ static int bench_size(const struct options *o, int n, int ctx, int me, int np)
     return ok;
 }
 
+/* Prints why the command line is wrong and the usage (rank 0), ends every rank with 2. */
 static void usage_exit(int me, const char *why)
 {
     if (me == 0)
@@ -323,6 +326,7 @@ static void usage_exit(int me, const char *why)
     exit(2);
 }
 
+/* Fills *o from the command line (defaults: N 1000..4000, NB 64, 3 repeats, references on). */
 static void parse_options(int argc, char **argv, int me, struct options *o)
 {
     *o = (struct options){.nb = 64, .repeats = 3, .with_ref = 1};
@@ -369,6 +373,7 @@ static void parse_options(int argc, char **argv, int me, struct options *o)
     }
 }
 
+/* Sets up the BLACS grid, prints the header line, benchmarks each size. */
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);

@@ -58,13 +58,14 @@ typedef int kernel_fn(const struct config *cfg, int me, int np, int verify, doub
 struct kernel {
     const char *name;
     kernel_fn *run;
-    const char *unit;                                 /* of the rate */
-    double (*work)(const struct config *cfg, int np); /* units of work per run */
-    long (*size)(const struct config *cfg);           /* the "size=" field */
+    const char *unit;                         /* of the rate */
+    double (*work)(const struct config *cfg); /* units of work per run */
+    long (*size)(const struct config *cfg);   /* the "size=" field */
 };
 
 static int me_global; /* for error messages */
 
+/* malloc that ends the job with a message when memory runs out. */
 static void *alloc_or_die(size_t bytes)
 {
     void *p = malloc(bytes ? bytes : 1);
@@ -75,6 +76,7 @@ static void *alloc_or_die(size_t bytes)
     return p;
 }
 
+/* A 64-bit hash (the splitmix64 finaliser): the test data, reproducible on any rank. */
 static uint64_t mix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ULL; /* splitmix64 */
@@ -100,6 +102,7 @@ static void fill_rows(double *m, long row0, int rows, int n)
             m[(size_t)i * n + j] = entry_of(0, row0 + i, j);
 }
 
+/* True when m holds rows [row0, row0 + rows) of test matrix 0 (as fill_rows wrote them). */
 static int rows_match(const double *m, long row0, int rows, int n)
 {
     for (int i = 0; i < rows; i++)
@@ -115,6 +118,7 @@ static int rows_of(int r, int p, int n)
     return n / p + (r < n % p);
 }
 
+/* Global index of rank r's first row in that division. */
 static long first_row_of(int r, int p, int n)
 {
     return (long)r * (n / p) + (r < n % p ? r : n % p);
@@ -129,6 +133,7 @@ static double start_clock(void)
 
 /* ---- kernel-level operation tests (§6.6) ---- */
 
+/* §6.6.2: the root's N x N matrix to everyone in one MPI_Bcast. */
 static int run_bcast(const struct config *cfg, int me, int np, int verify, double *elapsed)
 {
     (void)np;
@@ -144,6 +149,7 @@ static int run_bcast(const struct config *cfg, int me, int np, int verify, doubl
     return ok;
 }
 
+/* Counts and displacements (in doubles) of the row blocks of an N x N matrix. */
 static void block_layout(int np, int n, int *counts, int *displs)
 {
     for (int r = 0; r < np; r++) {
@@ -152,6 +158,7 @@ static void block_layout(int np, int n, int *counts, int *displs)
     }
 }
 
+/* §6.6.3: the root's N x N matrix in row blocks to the ranks (the vector form). */
 static int run_scatter(const struct config *cfg, int me, int np, int verify, double *elapsed)
 {
     int n = cfg->ops_n, mine = rows_of(me, np, n);
@@ -173,6 +180,7 @@ static int run_scatter(const struct config *cfg, int me, int np, int verify, dou
     return ok;
 }
 
+/* §6.6.3: the ranks' row blocks back into one N x N matrix at the root. */
 static int run_gather(const struct config *cfg, int me, int np, int verify, double *elapsed)
 {
     int n = cfg->ops_n, mine = rows_of(me, np, n);
@@ -237,6 +245,7 @@ static double padded_entry(int which, int n, long i, long j)
     return i < n && j < n ? entry_of(which, i, j) : 0.0;
 }
 
+/* The rows x cols block at (row0, col0) of the padded A or B, row-major. */
 static void fill_block(double *m, int which, int n, long row0, long col0, int rows, int cols)
 {
     for (int i = 0; i < rows; i++)
@@ -271,6 +280,7 @@ static int product_block_right(const double *c, int n, long row0, long col0, int
     return 1;
 }
 
+/* q when p = q * q, else 0. */
 static int square_root_of(int p)
 {
     int q = 1;
@@ -279,6 +289,8 @@ static int square_root_of(int p)
     return q * q == p ? q : 0;
 }
 
+/* §6.7.3: C = A * B on the torus (p square) or the 1 x p ring; the alignment and every
+ * rotation are timed with the multiplies; C is checked against serial dot products. */
 static int run_cannon(const struct config *cfg, int me, int np, int verify, double *elapsed)
 {
     int n = cfg->cannon_n, q = square_root_of(np), ok = 1;
@@ -345,6 +357,7 @@ static int run_cannon(const struct config *cfg, int me, int np, int verify, doub
     return ok;
 }
 
+/* qsort order of 64-bit keys. */
 static int compare_key(const void *x, const void *y)
 {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
@@ -365,6 +378,8 @@ static long upper_bound(const uint64_t *keys, long n, uint64_t pivot)
     return lo;
 }
 
+/* §6.7.4: PSRS, the four phases of the thesis timed together; the root compares the result
+ * with a serial qsort of the same keys. */
 static int run_psrs(const struct config *cfg, int me, int np, int verify, double *elapsed)
 {
     long total = cfg->keys;
@@ -501,6 +516,8 @@ static double *relax_strip(int rows, int g, long row0)
     return u;
 }
 
+/* Sends the strip's first and last rows to the ranks above and below and receives their
+ * edge rows into the halo rows (MPI_PROC_NULL at the domain's edges leaves the boundary). */
 static void exchange_halos(double *u, int rows, int g, int up, int down)
 {
     size_t w = (size_t)g + 2;
@@ -510,6 +527,8 @@ static void exchange_halos(double *u, int rows, int g, int up, int down)
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
 
+/* §6.7.5: `relax_iter` iterations of two half sweeps with halo exchanges and the global
+ * maximum change; checked bit for bit against a serial run on the root. */
 static int run_relax(const struct config *cfg, int me, int np, int verify, double *elapsed)
 {
     int g = cfg->relax_n, rows = rows_of(me, np, g);
@@ -580,37 +599,33 @@ static int run_pingpong(const struct config *cfg, int me, int np, int verify, do
 }
 
 /* Units of work per run, for the rate. */
-static double ops_mbytes(const struct config *c, int np)
+static double ops_mbytes(const struct config *c)
 {
-    (void)np;
     return 8.0 * c->ops_n * (double)c->ops_n * 1e-6;
 }
 
-static double cannon_mflop(const struct config *c, int np)
+static double cannon_mflop(const struct config *c)
 {
-    (void)np;
     return 2.0 * c->cannon_n * (double)c->cannon_n * c->cannon_n * 1e-6;
 }
 
-static double psrs_mkeys(const struct config *c, int np)
+static double psrs_mkeys(const struct config *c)
 {
-    (void)np;
     return (double)c->keys * 1e-6;
 }
 
-static double relax_mpoints(const struct config *c, int np)
+static double relax_mpoints(const struct config *c)
 {
-    (void)np;
     return (double)c->relax_n * c->relax_n * c->relax_iter * 1e-6;
 }
 
-static double pingpong_trips(const struct config *c, int np)
+static double pingpong_trips(const struct config *c)
 {
     (void)c;
-    (void)np;
     return 1000.0;
 }
 
+/* The problem size each kernel's line reports as size=. */
 static long ops_size(const struct config *c)
 {
     return c->ops_n;
@@ -649,6 +664,7 @@ static const struct kernel kernels[] = {
 };
 #define NKERNELS (int)(sizeof kernels / sizeof kernels[0])
 
+/* qsort order of doubles. */
 static int compare_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -672,9 +688,9 @@ static int bench(const struct kernel *k, const struct config *cfg, int me, int n
     double best = times[0], median = times[cfg->repeats / 2];
     if (cfg->repeats % 2 == 0)
         median = 0.5 * (times[cfg->repeats / 2 - 1] + times[cfg->repeats / 2]);
-    double rate = k->work(cfg, np) / (best > 0 ? best : 1e-9);
+    double rate = k->work(cfg) / (best > 0 ? best : 1e-9);
     if (k->run == run_pingpong) /* half a round trip, in microseconds */
-        rate = best / k->work(cfg, np) / 2 * 1e6;
+        rate = best / k->work(cfg) / 2 * 1e6;
     if (me == 0) {
         printf("scope kernel=%s ranks=%d size=%ld t_best=%.6f t_median=%.6f rate=%.1f unit=%s "
                "check=%s\n",
@@ -684,6 +700,7 @@ static int bench(const struct kernel *k, const struct config *cfg, int me, int n
     return ok;
 }
 
+/* Prints why the command line is wrong and the usage (rank 0), ends every rank with 2. */
 static void usage_exit(int me, const char *why)
 {
     if (me == 0) {
@@ -701,6 +718,7 @@ static void usage_exit(int me, const char *why)
     exit(2);
 }
 
+/* The value of a numeric option, within [lo, hi], or the usage and exit. */
 static long number_arg(int me, const char *opt, const char *val, long lo, long hi)
 {
     char *end;
@@ -713,6 +731,7 @@ static long number_arg(int me, const char *opt, const char *val, long lo, long h
     return v;
 }
 
+/* Parses the kernels and sizes, runs each chosen kernel in turn. */
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
