@@ -8,7 +8,7 @@
  *         column of table 4);
  *   conc  one DGEMM per rank, all started together: what the cores can do at most when every
  *         rank computes and nobody communicates (on a 2-core machine the real two-core limit,
- *         which is less than twice uni: the cores share caches, memory bandwidth and clock).
+ *         which can be less than twice uni: the cores share caches, memory bandwidth, clock).
  * Built with Debian's mpicc.mpich and -lscalapack-mpich; runs on Debian's MPICH or, through
  * LD_LIBRARY_PATH, on psport's ABI-compatible libmpich.so.12.
  *
