@@ -5,10 +5,11 @@
 #                       UDP port $PSP_UDP_PORT, default 18700)
 #   psport two nodes    our mpirun on test/cluster nodes 0 and 1 (one psid each)
 #   mpich one node      Debian's mpiexec.hydra (ch4:ucx, shared memory between the ranks)
-#   mpich two nodes     mpiexec.hydra started in node 0, node 1 reached through netns-rsh,
-#                       UCX restricted to TCP on the nodes' interface (UCX_TLS=self,tcp,
-#                       UCX_NET_DEVICES=psp0, MPIR_CVAR_NOLOCAL=1): the namespaces share
-#                       /dev/shm, and UCX would otherwise take the shared-memory path
+#   mpich two nodes     mpiexec.hydra started in node 0, node 1 reached through
+#                       osu-config/netns-rsh (own hostname and /dev/shm per node), UCX
+#                       restricted to TCP on the nodes' interface (UCX_TLS=self,tcp,
+#                       UCX_NET_DEVICES=psp0, MPIR_CVAR_NOLOCAL=1): the namespaces share one
+#                       kernel, and UCX would otherwise take the shared-memory path
 # A program built with Debian's mpicc.mpich runs on psport through LD_LIBRARY_PATH (set
 # BENCH_PSPORT_LDPATH=1): psport's libmpich.so.12 is ABI compatible.
 #
@@ -100,10 +101,9 @@ bench_run() {
             mpiexec.hydra -np "$np" -genv OPENBLAS_NUM_THREADS 1 "$@" >"$log" 2>&1
         ;;
     mpich-nodes)
-        ip netns exec "${BENCH_CLUSTER}0" unshare --uts sh -c 'hostname "$0" && exec "$@"' \
-            "${BENCH_CLUSTER}0" env -u LD_LIBRARY_PATH NETNS_RSH_PREFIX="$BENCH_CLUSTER" \
-            timeout "$BENCH_TIMEOUT" mpiexec.hydra -launcher ssh \
-            -launcher-exec "$SRCDIR/test/bench/common/netns-rsh" -iface psp0 \
+        env -u LD_LIBRARY_PATH OSU_NETNS_PREFIX="$BENCH_CLUSTER" \
+            "$SRCDIR/osu-config/netns-rsh" --node 0 timeout "$BENCH_TIMEOUT" mpiexec.hydra \
+            -launcher ssh -launcher-exec "$SRCDIR/osu-config/netns-rsh" -iface psp0 \
             -hosts 198.18.0.1,198.18.0.2 -np "$np" -genv OPENBLAS_NUM_THREADS 1 \
             -genv UCX_TLS self,tcp -genv UCX_NET_DEVICES psp0 -genv MPIR_CVAR_NOLOCAL 1 \
             "$@" >"$log" 2>&1

@@ -9,28 +9,19 @@
 #include <mpi.h>
 
 /* One barrier: the operation being timed. */
-static void run_barrier(size_t size, void *ctx)
+static void run_barrier(size_t size, const struct osu_buffers *b)
 {
     (void)size;
-    (void)ctx;
+    (void)b;
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
 int main(int argc, char **argv)
 {
-    struct osu_options opt;
-    MPI_Init(&argc, &argv);
-    osu_init(&opt, "barrier", OSU_BARRIER, 1);
-    enum osu_parse_result parsed = osu_parse_options(&opt, argc, argv);
-    if (parsed != OSU_RUN || osu_require_procs(&opt, 2, 0, 0)) {
-        MPI_Finalize();
-        return parsed == OSU_EXIT ? 0 : 1;
-    }
-    struct osu_collective bench = {
+    static const struct osu_collective bench = {
+        .program = {"barrier", OSU_BARRIER, 1, 2, 0, 0},
         .title = "OSU-format MPI Barrier Latency Test (psport test/bench/osu)",
         .run = run_barrier,
     };
-    osu_run_collective(&opt, &bench);
-    MPI_Finalize();
-    return 0;
+    return osu_collective_main(argc, argv, &bench);
 }

@@ -8,48 +8,35 @@
 
 #include <mpi.h>
 
-/* The broadcast buffer and this rank. */
-struct bcast_buffers {
-    char *buffer;
-    int rank;
-};
+/* One buffer of max_size, send: the root's data and every other rank's copy. */
+static void setup_bcast(const struct osu_options *opt, struct osu_buffers *b)
+{
+    b->send = osu_alloc(opt->max_size);
+}
 
 /* One broadcast of size bytes from rank 0. */
-static void run_bcast(size_t size, void *ctx)
+static void run_bcast(size_t size, const struct osu_buffers *b)
 {
-    struct bcast_buffers *b = ctx;
-    MPI_Bcast(b->buffer, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(b->send, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD);
 }
 
 /* Rank 0 broadcasts its pattern; every other rank, starting from a different one, checks it. */
-static int check_bcast(size_t size, void *ctx)
+static int check_bcast(size_t size, const struct osu_buffers *b)
 {
-    struct bcast_buffers *b = ctx;
-    osu_fill_pattern(b->buffer, size, b->rank == 0 ? 0 : 1);
-    run_bcast(size, ctx);
-    return osu_check_pattern(b->buffer, size, 0);
+    osu_fill_pattern(b->send, size, b->rank == 0 ? 0 : 1);
+    run_bcast(size, b);
+    return osu_check_pattern(b->send, size, 0);
 }
 
 int main(int argc, char **argv)
 {
-    struct osu_options opt;
-    MPI_Init(&argc, &argv);
-    osu_init(&opt, "bcast", OSU_COLLECTIVE, 1);
-    enum osu_parse_result parsed = osu_parse_options(&opt, argc, argv);
-    if (parsed != OSU_RUN || osu_require_procs(&opt, 2, 0, 0)) {
-        MPI_Finalize();
-        return parsed == OSU_EXIT ? 0 : 1;
-    }
-    struct bcast_buffers buffers = {osu_alloc(opt.max_size), opt.rank};
-    struct osu_collective bench = {
+    static const struct osu_collective bench = {
+        .program = {"bcast", OSU_COLLECTIVE, 1, 2, 0, 0},
         .title = "OSU-format MPI Broadcast Latency Test (psport test/bench/osu)",
         .extra = "# Datatype: MPI_CHAR.\n",
+        .setup = setup_bcast,
         .run = run_bcast,
         .check = check_bcast,
-        .ctx = &buffers,
     };
-    int passed = osu_run_collective(&opt, &bench);
-    osu_free(buffers.buffer);
-    MPI_Finalize();
-    return passed ? 0 : 1;
+    return osu_collective_main(argc, argv, &bench);
 }

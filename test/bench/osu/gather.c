@@ -9,30 +9,28 @@
 
 #include <mpi.h>
 
-/* The gather's buffers (recv, size * nprocs bytes, only on rank 0) and this rank. */
-struct gather_buffers {
-    char *send;
-    char *recv;
-    int rank;
-    int nprocs;
-};
+/* send of max_size on every rank; recv, max_size * nprocs bytes, only on rank 0. */
+static void setup_gather(const struct osu_options *opt, struct osu_buffers *b)
+{
+    b->send = osu_alloc(opt->max_size);
+    if (opt->rank == 0)
+        b->recv = osu_alloc(opt->max_size * (size_t)opt->nprocs);
+}
 
 /* One gather of size bytes from every rank into rank 0. */
-static void run_gather(size_t size, void *ctx)
+static void run_gather(size_t size, const struct osu_buffers *b)
 {
-    struct gather_buffers *b = ctx;
     MPI_Gather(b->send, (int)size, MPI_CHAR, b->recv, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD);
 }
 
 /* Every rank sends the pattern of its rank; rank 0 finds each in its block. */
-static int check_gather(size_t size, void *ctx)
+static int check_gather(size_t size, const struct osu_buffers *b)
 {
-    struct gather_buffers *b = ctx;
     osu_fill_pattern(b->send, size, b->rank);
     if (b->rank == 0)
         for (int from = 0; from < b->nprocs; from++)
             osu_fill_pattern(b->recv + (size_t)from * size, size, -1);
-    run_gather(size, ctx);
+    run_gather(size, b);
     if (b->rank != 0)
         return 1;
     for (int from = 0; from < b->nprocs; from++)
@@ -43,27 +41,13 @@ static int check_gather(size_t size, void *ctx)
 
 int main(int argc, char **argv)
 {
-    struct osu_options opt;
-    MPI_Init(&argc, &argv);
-    osu_init(&opt, "gather", OSU_COLLECTIVE, 1);
-    enum osu_parse_result parsed = osu_parse_options(&opt, argc, argv);
-    if (parsed != OSU_RUN || osu_require_procs(&opt, 2, 0, 0)) {
-        MPI_Finalize();
-        return parsed == OSU_EXIT ? 0 : 1;
-    }
-    struct gather_buffers buffers = {osu_alloc(opt.max_size), NULL, opt.rank, opt.nprocs};
-    if (opt.rank == 0)
-        buffers.recv = osu_alloc(opt.max_size * (size_t)opt.nprocs);
-    struct osu_collective bench = {
+    static const struct osu_collective bench = {
+        .program = {"gather", OSU_COLLECTIVE, 1, 2, 0, 0},
         .title = "OSU-format MPI Gather Latency Test (psport test/bench/osu)",
         .extra = "# Datatype: MPI_CHAR.\n",
+        .setup = setup_gather,
         .run = run_gather,
         .check = check_gather,
-        .ctx = &buffers,
     };
-    int passed = osu_run_collective(&opt, &bench);
-    osu_free(buffers.send);
-    osu_free(buffers.recv);
-    MPI_Finalize();
-    return passed ? 0 : 1;
+    return osu_collective_main(argc, argv, &bench);
 }

@@ -9,65 +9,33 @@
 #include <mpi.h>
 #include <stdio.h>
 
-#define TAG_PING 1
-
-/* Warm-up then timed ping-pong with peer; returns this rank's elapsed seconds for the timed. */
-static double ping_pong(int initiator, int peer, char *send, char *recv, size_t size,
-                        int iterations, int skip)
+/* The header line that gives the number of pairs. */
+static void describe_multi_lat(const struct osu_options *opt, char *extra, size_t len)
 {
-    double start = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < skip + iterations; i++) {
-        if (i == skip)
-            start = MPI_Wtime();
-        if (initiator) {
-            MPI_Send(send, (int)size, MPI_CHAR, peer, TAG_PING, MPI_COMM_WORLD);
-            MPI_Recv(recv, (int)size, MPI_CHAR, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else {
-            MPI_Recv(recv, (int)size, MPI_CHAR, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(send, (int)size, MPI_CHAR, peer, TAG_PING, MPI_COMM_WORLD);
-        }
-    }
-    return MPI_Wtime() - start;
+    snprintf(extra, len, "# Datatype: MPI_CHAR.\n# [ pairs: %d ]\n", opt->nprocs / 2);
+}
+
+/* Every pair's latency (half its mean round trip, in µs), averaged over the pairs on rank 0. */
+static double measure_multi_lat(const struct osu_options *opt, const struct osu_pair *pair,
+                                size_t size, int iterations, int skip, double *second)
+{
+    (void)second;
+    double elapsed = osu_ping_pong(pair, size, iterations, skip);
+    double mine = pair->leader ? elapsed * 1e6 / (2.0 * iterations) : 0.0, total = 0;
+    MPI_Reduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    return total / (opt->nprocs / 2);
 }
 
 int main(int argc, char **argv)
 {
-    struct osu_options opt;
-    MPI_Init(&argc, &argv);
-    osu_init(&opt, "multi_lat", OSU_PT2PT_LATENCY, 1);
-    enum osu_parse_result parsed = osu_parse_options(&opt, argc, argv);
-    if (parsed != OSU_RUN || osu_require_procs(&opt, 2, 0, 1)) {
-        MPI_Finalize();
-        return parsed == OSU_EXIT ? 0 : 1;
-    }
-    int pairs = opt.nprocs / 2, initiator = opt.rank < pairs;
-    int peer = initiator ? opt.rank + pairs : opt.rank - pairs;
-    char *send = osu_alloc(opt.max_size), *recv = osu_alloc(opt.max_size);
-    char extra[64];
-    snprintf(extra, sizeof(extra), "# Datatype: MPI_CHAR.\n# [ pairs: %d ]\n", pairs);
-    osu_print_header(&opt, "OSU-format MPI Multi Latency Test (psport test/bench/osu)", extra,
-                     "Latency (us)", NULL);
-    int all_passed = 1;
-    for (size_t size = opt.min_size; size <= opt.max_size; size = osu_next_size(size)) {
-        int iterations, skip;
-        osu_rounds(&opt, size, &iterations, &skip);
-        int passed = 1;
-        if (opt.validate) {
-            /* one round trip: each side sends its own pattern, the partner checks it */
-            osu_fill_pattern(send, size, opt.rank);
-            osu_fill_pattern(recv, size, opt.rank);
-            ping_pong(initiator, peer, send, recv, size, 1, 0);
-            passed = osu_all_passed(&opt, osu_check_pattern(recv, size, peer));
-        }
-        all_passed &= passed;
-        double elapsed = ping_pong(initiator, peer, send, recv, size, iterations, skip);
-        double mine = initiator ? elapsed * 1e6 / (2.0 * iterations) : 0.0, total = 0;
-        MPI_Reduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-        osu_print_row(&opt, size, total / pairs, passed);
-    }
-    osu_free(send);
-    osu_free(recv);
-    MPI_Finalize();
-    return all_passed ? 0 : 1;
+    static const struct osu_pt2pt bench = {
+        .program = {"multi_lat", OSU_PT2PT_LATENCY, 1, 2, 0, 1},
+        .title = "OSU-format MPI Multi Latency Test (psport test/bench/osu)",
+        .value_heading = "Latency (us)",
+        .two_buffers = 1,
+        .describe = describe_multi_lat,
+        .check = osu_check_ping_pong,
+        .measure = measure_multi_lat,
+    };
+    return osu_pt2pt_main(argc, argv, &bench);
 }

@@ -1,6 +1,7 @@
 /*
- * osu_util.c — option parsing, buffers, iteration counts, validation pattern and OSU-format
- * printing for psport's OSU-style benchmarks (see osu_util.h).
+ * osu_util.c — option parsing, buffers, iteration counts, validation pattern, OSU-format
+ * printing, the size sweep and the shared mains for psport's OSU-style benchmarks (see
+ * osu_util.h).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -20,41 +21,32 @@
 #define VALUE_WIDTH 18
 #define COUNT_WIDTH 12
 
+/* The sweep and round defaults of each family, as OSU's benchmarks have them. */
+static const struct osu_defaults {
+    size_t min_size, max_size;
+    int iterations, skip, iterations_large, skip_large;
+} defaults[] = {
+    [OSU_PT2PT_LATENCY] = {0, (size_t)4 << 20, 10000, 100, 1000, 10},
+    [OSU_PT2PT_BW] = {1, (size_t)4 << 20, 100, 10, 20, 2},
+    [OSU_COLLECTIVE] = {1, (size_t)1 << 20, 1000, 200, 100, 10},
+    [OSU_BARRIER] = {1, (size_t)1 << 20, 1000, 200, 100, 10},
+};
+
 void osu_init(struct osu_options *opt, const char *program, enum osu_kind kind, size_t min_elem)
 {
+    const struct osu_defaults *d = &defaults[kind];
     memset(opt, 0, sizeof(*opt));
     opt->program = program;
     opt->kind = kind;
     opt->window = 64;
     MPI_Comm_rank(MPI_COMM_WORLD, &opt->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &opt->nprocs);
-    switch (kind) {
-    case OSU_PT2PT_LATENCY:
-        opt->min_size = 0;
-        opt->max_size = (size_t)4 << 20;
-        opt->iterations = 10000;
-        opt->skip = 100;
-        opt->iterations_large = 1000;
-        opt->skip_large = 10;
-        break;
-    case OSU_PT2PT_BW:
-        opt->min_size = 1;
-        opt->max_size = (size_t)4 << 20;
-        opt->iterations = 100;
-        opt->skip = 10;
-        opt->iterations_large = 20;
-        opt->skip_large = 2;
-        break;
-    case OSU_COLLECTIVE:
-    case OSU_BARRIER:
-        opt->min_size = 1;
-        opt->max_size = (size_t)1 << 20;
-        opt->iterations = 1000;
-        opt->skip = 200;
-        opt->iterations_large = 100;
-        opt->skip_large = 10;
-        break;
-    }
+    opt->min_size = d->min_size;
+    opt->max_size = d->max_size;
+    opt->iterations = d->iterations;
+    opt->skip = d->skip;
+    opt->iterations_large = d->iterations_large;
+    opt->skip_large = d->skip_large;
     opt->min_elem = min_elem ? min_elem : 1;
     if (opt->min_size < opt->min_elem)
         opt->min_size = opt->min_elem;
@@ -336,33 +328,221 @@ int osu_all_passed(const struct osu_options *opt, int passed)
     return all;
 }
 
-int osu_run_collective(const struct osu_options *opt, const struct osu_collective *bench)
+int osu_start(struct osu_options *opt, const struct osu_program *program, int *argc, char ***argv)
 {
-    osu_print_header(opt, bench->title, bench->extra, "Avg Latency(us)", NULL);
+    MPI_Init(argc, argv);
+    osu_init(opt, program->name, program->kind, program->min_elem);
+    enum osu_parse_result parsed = osu_parse_options(opt, *argc, *argv);
+    if (parsed == OSU_RUN &&
+        !osu_require_procs(opt, program->min_procs, program->max_procs, program->even_procs))
+        return -1;
+    MPI_Finalize();
+    return parsed == OSU_EXIT ? 0 : 1;
+}
+
+int osu_finish(int passed)
+{
+    MPI_Finalize();
+    return passed ? 0 : 1;
+}
+
+/*
+ * Calls row for every size of opt's sweep (a single pass with size 0 for OSU_BARRIER) with
+ * the size's timed and warm-up rounds; returns 1 if every row passed its check.
+ */
+static int sweep(const struct osu_options *opt,
+                 int (*row)(const struct osu_options *opt, size_t size, int iterations, int skip,
+                            const void *bench, void *state),
+                 const void *bench, void *state)
+{
     int all_passed = 1;
     size_t first = opt->kind == OSU_BARRIER ? 0 : opt->min_size;
     size_t last = opt->kind == OSU_BARRIER ? 0 : opt->max_size;
     for (size_t size = first; size <= last; size = osu_next_size(size)) {
         int iterations, skip;
         osu_rounds(opt, size, &iterations, &skip);
-        int passed = 1;
-        if (opt->validate && bench->check)
-            passed = osu_all_passed(opt, bench->check(size, bench->ctx));
-        all_passed &= passed;
-        double busy = 0;
-        MPI_Barrier(MPI_COMM_WORLD);
-        for (int i = 0; i < skip + iterations; i++) {
-            double start = MPI_Wtime();
-            bench->run(size, bench->ctx);
-            double took = MPI_Wtime() - start;
-            if (i >= skip)
-                busy += took;
-            /* Without it a rank that leaves the operation early would start the next one
-             * while others are still in this one, and pipelined operations would look faster
-             * than one operation is. */
-            MPI_Barrier(MPI_COMM_WORLD);
-        }
-        osu_print_collective_row(opt, size, busy / iterations, iterations, passed);
+        all_passed &= row(opt, size, iterations, skip, bench, state);
     }
     return all_passed;
+}
+
+/* One collective row: the check, the timed operations, the statistics over the ranks. */
+static int collective_row(const struct osu_options *opt, size_t size, int iterations, int skip,
+                          const void *bench_arg, void *state)
+{
+    const struct osu_collective *bench = bench_arg;
+    const struct osu_buffers *buffers = state;
+    int passed = 1;
+    if (opt->validate && bench->check)
+        passed = osu_all_passed(opt, bench->check(size, buffers));
+    double busy = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < skip + iterations; i++) {
+        double start = MPI_Wtime();
+        bench->run(size, buffers);
+        double took = MPI_Wtime() - start;
+        if (i >= skip)
+            busy += took;
+        /* Without it a rank that leaves the operation early would start the next one while
+         * others are still in this one, and pipelined operations would look faster than one
+         * operation is. */
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    osu_print_collective_row(opt, size, busy / iterations, iterations, passed);
+    return passed;
+}
+
+int osu_collective_main(int argc, char **argv, const struct osu_collective *bench)
+{
+    struct osu_options opt;
+    int status = osu_start(&opt, &bench->program, &argc, &argv);
+    if (status >= 0)
+        return status;
+    struct osu_buffers buffers = {NULL, NULL, opt.rank, opt.nprocs};
+    if (bench->setup) {
+        bench->setup(&opt, &buffers);
+    } else if (opt.kind != OSU_BARRIER) {
+        buffers.send = osu_alloc(opt.max_size);
+        buffers.recv = osu_alloc(opt.max_size);
+    }
+    osu_print_header(&opt, bench->title, bench->extra, "Avg Latency(us)", NULL);
+    int passed = sweep(&opt, collective_row, bench, &buffers);
+    osu_free(buffers.send);
+    osu_free(buffers.recv);
+    return osu_finish(passed);
+}
+
+void osu_fill_sum_operands(const struct osu_buffers *buffers, size_t size)
+{
+    float *send = (float *)buffers->send, *recv = (float *)buffers->recv;
+    for (size_t i = 0; i < size / sizeof(float); i++) {
+        send[i] = (float)((buffers->rank + 1) * (int)(i % 7 + 1));
+        recv[i] = -1.0f;
+    }
+}
+
+int osu_check_sum_result(const struct osu_buffers *buffers, size_t size)
+{
+    const float *recv = (const float *)buffers->recv;
+    float ranks_sum = (float)buffers->nprocs * (float)(buffers->nprocs + 1) / 2.0f;
+    for (size_t i = 0; i < size / sizeof(float); i++)
+        if (recv[i] != ranks_sum * (float)(i % 7 + 1))
+            return 0;
+    return 1;
+}
+
+/* One point-to-point row: the check, the measurement, the value(s). */
+static int pt2pt_row(const struct osu_options *opt, size_t size, int iterations, int skip,
+                     const void *bench_arg, void *state)
+{
+    const struct osu_pt2pt *bench = bench_arg;
+    const struct osu_pair *pair = state;
+    int passed = 1;
+    if (opt->validate)
+        passed = osu_all_passed(opt, bench->check(opt, pair, size));
+    double second = 0;
+    double value = bench->measure(opt, pair, size, iterations, skip, &second);
+    if (bench->second_heading)
+        osu_print_row2(opt, size, value, second, passed);
+    else
+        osu_print_row(opt, size, value, passed);
+    return passed;
+}
+
+/* Returns an array of count elements of size bytes; aborts MPI_COMM_WORLD without memory. */
+static void *alloc_array(size_t count, size_t size)
+{
+    void *array = malloc(count * size);
+    if (!array)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    return array;
+}
+
+int osu_pt2pt_main(int argc, char **argv, const struct osu_pt2pt *bench)
+{
+    struct osu_options opt;
+    int status = osu_start(&opt, &bench->program, &argc, &argv);
+    if (status >= 0)
+        return status;
+    int pairs = opt.nprocs / 2;
+    struct osu_pair pair = {
+        .send = osu_alloc(opt.max_size),
+        .recv = bench->two_buffers ? osu_alloc(opt.max_size) : NULL,
+        .peer = opt.rank < pairs ? opt.rank + pairs : opt.rank - pairs,
+        .leader = opt.rank < pairs,
+    };
+    size_t requests = (size_t)bench->window_requests * (size_t)opt.window;
+    if (requests) {
+        pair.requests = alloc_array(requests, sizeof(*pair.requests));
+        pair.statuses = alloc_array(requests, sizeof(*pair.statuses));
+    }
+    char extra[128] = "# Datatype: MPI_CHAR.\n";
+    if (bench->describe)
+        bench->describe(&opt, extra, sizeof(extra));
+    osu_print_header(&opt, bench->title, extra, bench->value_heading, bench->second_heading);
+    int passed = sweep(&opt, pt2pt_row, bench, &pair);
+    free(pair.requests);
+    free(pair.statuses);
+    osu_free(pair.send);
+    osu_free(pair.recv);
+    return osu_finish(passed);
+}
+
+void osu_describe_window(const struct osu_options *opt, char *extra, size_t len)
+{
+    snprintf(extra, len, "# Datatype: MPI_CHAR.\n# [ window size: %d ]\n", opt->window);
+}
+
+double osu_ping_pong(const struct osu_pair *pair, size_t size, int iterations, int skip)
+{
+    double start = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < skip + iterations; i++) {
+        if (i == skip)
+            start = MPI_Wtime();
+        if (pair->leader) {
+            MPI_Send(pair->send, (int)size, MPI_CHAR, pair->peer, OSU_TAG_PING, MPI_COMM_WORLD);
+            MPI_Recv(pair->recv, (int)size, MPI_CHAR, pair->peer, OSU_TAG_PING, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(pair->recv, (int)size, MPI_CHAR, pair->peer, OSU_TAG_PING, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            MPI_Send(pair->send, (int)size, MPI_CHAR, pair->peer, OSU_TAG_PING, MPI_COMM_WORLD);
+        }
+    }
+    return MPI_Wtime() - start;
+}
+
+int osu_check_ping_pong(const struct osu_options *opt, const struct osu_pair *pair, size_t size)
+{
+    osu_fill_pattern(pair->send, size, opt->rank);
+    osu_fill_pattern(pair->recv, size, opt->rank);
+    osu_ping_pong(pair, size, 1, 0);
+    return osu_check_pattern(pair->recv, size, pair->peer);
+}
+
+double osu_stream_windows(const struct osu_options *opt, const struct osu_pair *pair, size_t size,
+                          int iterations, int skip)
+{
+    char ack[4] = {0};
+    double start = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < skip + iterations; i++) {
+        if (i == skip)
+            start = MPI_Wtime();
+        for (int w = 0; w < opt->window; w++) {
+            if (pair->leader)
+                MPI_Isend(pair->send, (int)size, MPI_CHAR, pair->peer, OSU_TAG_DATA, MPI_COMM_WORLD,
+                          &pair->requests[w]);
+            else
+                MPI_Irecv(pair->send, (int)size, MPI_CHAR, pair->peer, OSU_TAG_DATA, MPI_COMM_WORLD,
+                          &pair->requests[w]);
+        }
+        MPI_Waitall(opt->window, pair->requests, pair->statuses);
+        if (pair->leader)
+            MPI_Recv(ack, 4, MPI_CHAR, pair->peer, OSU_TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else
+            MPI_Send(ack, 4, MPI_CHAR, pair->peer, OSU_TAG_ACK, MPI_COMM_WORLD);
+    }
+    return MPI_Wtime() - start;
 }

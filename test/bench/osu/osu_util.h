@@ -1,11 +1,16 @@
 /*
  * osu_util.h — what psport's OSU-style MPI benchmarks share: option parsing with the OSU
  * Micro-Benchmarks' letters, page-aligned buffers, iteration counts by message size, the
- * validation pattern, and printing in OSU's column format (so tools that read OSU output read
- * ours).  Written for this project from OSU's published methodology; no OSU code.
+ * validation pattern, printing in OSU's column format (so tools that read OSU output read
+ * ours), and the main of every collective (osu_collective_main) and point-to-point
+ * (osu_pt2pt_main) benchmark, so that each benchmark's file holds only what is its own: the
+ * operation, its buffers and its check.  Written for this project from OSU's published
+ * methodology; no OSU code.
  */
 #ifndef PSPORT_OSU_UTIL_H
 #define PSPORT_OSU_UTIL_H
+
+#include <mpi.h>
 
 #include <stddef.h>
 
@@ -129,24 +134,140 @@ void osu_print_collective_row(const struct osu_options *opt, size_t size, double
  */
 int osu_all_passed(const struct osu_options *opt, int passed);
 
-/* A collective benchmark for osu_run_collective: what one operation and its check are. */
-struct osu_collective {
-    const char *title; /* first header line, e.g. "OSU-format MPI Broadcast Latency Test" */
-    const char *extra; /* further "# ..." header lines or NULL */
-    /* Runs the operation once with messages of size bytes. */
-    void (*run)(size_t size, void *ctx);
-    /* With -c, once per size before the timing: fills the buffers with known data, runs the
-     * operation and returns 1 if this rank's result is right (NULL: nothing to check). */
-    int (*check)(size_t size, void *ctx);
-    void *ctx; /* the benchmark's buffers, handed to run and check */
+/* Who a benchmark is: its name, family, datatype and the number of ranks it runs on. */
+struct osu_program {
+    const char *name;   /* in messages, e.g. "latency" */
+    enum osu_kind kind; /* which defaults and options apply */
+    size_t min_elem;    /* element size of the datatype, as for osu_init */
+    int min_procs;      /* ranks: at least this many, */
+    int max_procs;      /* at most this many (0: no limit), */
+    int even_procs;     /* and, if set, an even number */
 };
 
 /*
- * The collective sweep: for every size (a single pass without size for OSU_BARRIER), the
- * check with -c, warm-up operations, then timed operations one at a time with a barrier
- * between them (untimed), each rank summing its own times; prints the header and one row per
- * size.  All ranks call it.  Returns 1 if every check passed (always without -c).
+ * The start every benchmark shares: MPI_Init, osu_init, osu_parse_options and
+ * osu_require_procs.  Returns -1 when the benchmark is to run; otherwise MPI is finalised and
+ * the value is main's exit status (0 after -h, 1 after a bad option or rank count).
  */
-int osu_run_collective(const struct osu_options *opt, const struct osu_collective *bench);
+int osu_start(struct osu_options *opt, const struct osu_program *program, int *argc, char ***argv);
+
+/* The end every benchmark shares: MPI_Finalize; returns main's exit status (0 if passed). */
+int osu_finish(int passed);
+
+/* Message tags: window data and validation messages, acknowledgements, ping-pong. */
+#define OSU_TAG_DATA 100
+#define OSU_TAG_ACK  101
+#define OSU_TAG_PING 1
+
+/*
+ * A collective benchmark's buffers: send and recv (NULL where this rank needs none), and the
+ * communicator's shape for the checks.
+ */
+struct osu_buffers {
+    char *send;
+    char *recv;
+    int rank;
+    int nprocs;
+};
+
+/* A collective benchmark for osu_collective_main: what differs from one to the next. */
+struct osu_collective {
+    struct osu_program program;
+    const char *title; /* first header line, e.g. "OSU-format MPI Broadcast Latency Test" */
+    const char *extra; /* further "# ..." header lines or NULL */
+    /* Allocates the buffers with osu_alloc for sizes up to opt->max_size (NULL: send and recv
+     * of max_size on every rank; OSU_BARRIER gets none). */
+    void (*setup)(const struct osu_options *opt, struct osu_buffers *buffers);
+    /* Runs the operation once with messages of size bytes. */
+    void (*run)(size_t size, const struct osu_buffers *buffers);
+    /* With -c, once per size before the timing: fills the buffers with known data, runs the
+     * operation and returns 1 if this rank's result is right (NULL: nothing to check). */
+    int (*check)(size_t size, const struct osu_buffers *buffers);
+};
+
+/*
+ * The whole of a collective benchmark's main: osu_start, the buffers, then for every size (a
+ * single pass without size for OSU_BARRIER) the check with -c, warm-up operations, then timed
+ * operations one at a time with a barrier between them (untimed), each rank summing its own
+ * times; prints the header and one row per size (osu_print_collective_row).  Returns main's
+ * exit status: 0 if every check passed.
+ */
+int osu_collective_main(int argc, char **argv, const struct osu_collective *bench);
+
+/*
+ * -c for the float sum reductions (reduce, allreduce): element i of rank r is
+ * (r + 1) * (i % 7 + 1), small integers, so the float sum is exact and equals
+ * nprocs * (nprocs + 1) / 2 * (i % 7 + 1) whatever order the ranks are added in.  The fill
+ * writes the send buffer's size bytes and clears recv; the check reads recv.
+ */
+void osu_fill_sum_operands(const struct osu_buffers *buffers, size_t size);
+
+/* Returns 1 if recv holds the sum of the operands of osu_fill_sum_operands, else 0. */
+int osu_check_sum_result(const struct osu_buffers *buffers, size_t size);
+
+/*
+ * A point-to-point benchmark's state: rank r < np/2 pairs with r + np/2 (with 2 ranks, 0
+ * with 1).  The leader sends first (ping-pong initiator, streaming sender).
+ */
+struct osu_pair {
+    char *send;            /* max_size bytes */
+    char *recv;            /* max_size bytes, or NULL when send serves both directions */
+    int peer;              /* the rank this one exchanges with */
+    int leader;            /* 1 in the first half of the ranks */
+    MPI_Request *requests; /* the window's requests (NULL without a window) */
+    MPI_Status *statuses;  /* and their statuses */
+};
+
+/* A point-to-point benchmark for osu_pt2pt_main: what differs from one to the next. */
+struct osu_pt2pt {
+    struct osu_program program;
+    const char *title;          /* first header line */
+    const char *value_heading;  /* e.g. "Latency (us)" */
+    const char *second_heading; /* a second value column (mbw_mr) or NULL */
+    int two_buffers;            /* a recv buffer besides send */
+    int window_requests;        /* requests per window message: 0 (no window), 1, 2 (bibw) */
+    /* Writes the "# ..." header lines after the title into extra (len bytes; NULL: only the
+     * datatype line "# Datatype: MPI_CHAR."). */
+    void (*describe)(const struct osu_options *opt, char *extra, size_t len);
+    /* With -c, once per size before the timing: one checked exchange; returns 1 if this rank
+     * received the right data. */
+    int (*check)(const struct osu_options *opt, const struct osu_pair *pair, size_t size);
+    /* Warm-up then timed rounds at size; returns the row's value (rank 0's is printed) and,
+     * with a second heading, the second value in *second. */
+    double (*measure)(const struct osu_options *opt, const struct osu_pair *pair, size_t size,
+                      int iterations, int skip, double *second);
+};
+
+/*
+ * The whole of a point-to-point benchmark's main: osu_start, the pair's buffers and requests,
+ * the header, then for every size the check with -c and the measurement, one row each.
+ * Returns main's exit status: 0 if every check passed.
+ */
+int osu_pt2pt_main(int argc, char **argv, const struct osu_pt2pt *bench);
+
+/* A describe for osu_pt2pt: the datatype line and "# [ window size: W ]" (bw, bibw). */
+void osu_describe_window(const struct osu_options *opt, char *extra, size_t len);
+
+/*
+ * Blocking ping-pong with the pair's peer after a barrier: skip warm-up round trips, then
+ * iterations timed ones (the leader sends first).  Returns the timed seconds.
+ */
+double osu_ping_pong(const struct osu_pair *pair, size_t size, int iterations, int skip);
+
+/*
+ * -c for the ping-pongs: one round trip in which each side sends the pattern of its rank
+ * (its recv buffer starting with its own, so stale data fails).  Returns 1 if the peer's
+ * pattern arrived.
+ */
+int osu_check_ping_pong(const struct osu_options *opt, const struct osu_pair *pair, size_t size);
+
+/*
+ * Streaming after a barrier: per round the leader posts a window of MPI_Isend of size bytes
+ * from send, the peer the matching MPI_Irecv into send, and after the window the peer answers
+ * with a 4-byte acknowledgement; skip warm-up rounds, then iterations timed ones.  Returns
+ * this rank's seconds for the timed rounds.
+ */
+double osu_stream_windows(const struct osu_options *opt, const struct osu_pair *pair, size_t size,
+                          int iterations, int skip);
 
 #endif

@@ -158,21 +158,33 @@ static void block_layout(int np, int n, int *counts, int *displs)
     }
 }
 
-/* §6.6.3: the root's N x N matrix in row blocks to the ranks (the vector form). */
-static int run_scatter(const struct config *cfg, int me, int np, int verify, double *elapsed)
+/*
+ * §6.6.3: the row blocks of an N x N matrix between the root and the ranks, the vector forms:
+ * scattered from the root's matrix, or gathered back into it.  Only the sending side's data is
+ * written before the clock starts (the root's receiving matrix stays untouched, as before).
+ */
+static int move_row_blocks(const struct config *cfg, int me, int np, int verify, int gather,
+                           double *elapsed)
 {
     int n = cfg->ops_n, mine = rows_of(me, np, n);
+    long first = first_row_of(me, np, n);
     int *counts = alloc_or_die(sizeof(int) * np), *displs = alloc_or_die(sizeof(int) * np);
     block_layout(np, n, counts, displs);
-    double *all = NULL, *part = alloc_or_die(sizeof(double) * (size_t)mine * n);
-    if (me == 0) {
-        all = alloc_or_die(sizeof(double) * (size_t)n * n);
+    double *part = alloc_or_die(sizeof(double) * (size_t)mine * n);
+    double *all = me == 0 ? alloc_or_die(sizeof(double) * (size_t)n * n) : NULL;
+    if (gather)
+        fill_rows(part, first, mine, n);
+    else if (me == 0)
         fill_rows(all, 0, n, n);
-    }
     double t0 = start_clock();
-    MPI_Scatterv(all, counts, displs, MPI_DOUBLE, part, mine * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (gather)
+        MPI_Gatherv(part, mine * n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    else
+        MPI_Scatterv(all, counts, displs, MPI_DOUBLE, part, mine * n, MPI_DOUBLE, 0,
+                     MPI_COMM_WORLD);
     *elapsed = MPI_Wtime() - t0;
-    int ok = !verify || rows_match(part, first_row_of(me, np, n), mine, n);
+    int ok = !verify ||
+             (gather ? me != 0 || rows_match(all, 0, n, n) : rows_match(part, first, mine, n));
     free(all);
     free(part);
     free(counts);
@@ -180,25 +192,16 @@ static int run_scatter(const struct config *cfg, int me, int np, int verify, dou
     return ok;
 }
 
+/* §6.6.3: the root's N x N matrix in row blocks to the ranks. */
+static int run_scatter(const struct config *cfg, int me, int np, int verify, double *elapsed)
+{
+    return move_row_blocks(cfg, me, np, verify, 0, elapsed);
+}
+
 /* §6.6.3: the ranks' row blocks back into one N x N matrix at the root. */
 static int run_gather(const struct config *cfg, int me, int np, int verify, double *elapsed)
 {
-    int n = cfg->ops_n, mine = rows_of(me, np, n);
-    int *counts = alloc_or_die(sizeof(int) * np), *displs = alloc_or_die(sizeof(int) * np);
-    block_layout(np, n, counts, displs);
-    double *all = NULL, *part = alloc_or_die(sizeof(double) * (size_t)mine * n);
-    fill_rows(part, first_row_of(me, np, n), mine, n);
-    if (me == 0)
-        all = alloc_or_die(sizeof(double) * (size_t)n * n);
-    double t0 = start_clock();
-    MPI_Gatherv(part, mine * n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    *elapsed = MPI_Wtime() - t0;
-    int ok = !verify || me != 0 || rows_match(all, 0, n, n);
-    free(all);
-    free(part);
-    free(counts);
-    free(displs);
-    return ok;
+    return move_row_blocks(cfg, me, np, verify, 1, elapsed);
 }
 
 /* Every rank holds ceil(N/p) rows (the last block padded with further rows of the same
