@@ -228,6 +228,43 @@ static int psid_reachable(void)
     return PSP_GetNodes(NULL, 0, NULL, err, sizeof err) >= 0;
 }
 
+/* Whether UDP port p on loopback can be bound now. */
+static int udp_port_free(int p)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)p),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A UDP port P with P and P + 1 free on loopback: the default (18360) when it is, else one
+ * from the ephemeral range the kernel hands out. */
+static int free_udp_pair(void)
+{
+    if (udp_port_free(18360) && udp_port_free(18361))
+        return 18360;
+    for (int tries = 0; tries < 64; tries++) {
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            break;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof a;
+        int p = 0;
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+            p = ntohs(a.sin_port);
+        close(fd);
+        if (p > 0 && p < 65535 && udp_port_free(p) && udp_port_free(p + 1))
+            return p;
+    }
+    return 18360; /* psid then says what is in the way */
+}
+
 static void start_own_psid(struct job *j)
 {
     const char *nodes_file = psp_setting_str("PSP_NODES_FILE");
@@ -251,6 +288,13 @@ static void start_own_psid(struct job *j)
     snprintf(pid, sizeof pid, "%s/psid.pid", j->own_dir);
     snprintf(log, sizeof log, "%s/psid.log", j->own_dir);
     setenv("PSP_PSID_SOCKET", sock, 1);
+    /* Its NIC (port P) and daemon link (P + 1) on loopback: a free pair unless the user chose
+     * PSP_UDP_PORT, so that two jobs on one machine each get their own psid. */
+    if (!getenv("PSP_UDP_PORT")) {
+        char port[16];
+        snprintf(port, sizeof port, "%d", free_udp_pair());
+        setenv("PSP_UDP_PORT", port, 1);
+    }
     pid_t p = fork();
     if (p < 0)
         psp_fail_exit("fork: %s", strerror(errno));
