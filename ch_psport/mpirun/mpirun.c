@@ -242,12 +242,13 @@ static int udp_port_free(int p)
     return ok;
 }
 
-/* A UDP port P with P and P + 1 free on loopback: the default (18360) when it is, else one
- * from the ephemeral range the kernel hands out. */
+/* A UDP port P with P and P + 1 free on loopback: PSP_UDP_PORT's default (the settings
+ * table) when it is, else one from the ephemeral range the kernel hands out. */
 static int free_udp_pair(void)
 {
-    if (udp_port_free(18360) && udp_port_free(18361))
-        return 18360;
+    int dflt = atoi(psp_setting_str("PSP_UDP_PORT"));
+    if (udp_port_free(dflt) && udp_port_free(dflt + 1))
+        return dflt;
     for (int tries = 0; tries < 64; tries++) {
         int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
@@ -262,7 +263,7 @@ static int free_udp_pair(void)
         if (p > 0 && p < 65535 && udp_port_free(p) && udp_port_free(p + 1))
             return p;
     }
-    return 18360; /* psid then says what is in the way */
+    return dflt; /* psid then says what is in the way */
 }
 
 static void start_own_psid(struct job *j)

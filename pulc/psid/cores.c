@@ -89,8 +89,3 @@ void psid_core_cpuset(int index, cpu_set_t *set)
 {
     *set = cores[(index < 0 ? -index : index) % ncores];
 }
-
-int psid_cores_count(void)
-{
-    return ncores;
-}

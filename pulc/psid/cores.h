@@ -15,7 +15,4 @@ int psid_cores_init(void);
  * use) into *set.  Owned by the caller; psid_cores_init() must have run. */
 void psid_core_cpuset(int index, cpu_set_t *set);
 
-/* The number of cores (valid after psid_cores_init()). */
-int psid_cores_count(void);
-
 #endif
