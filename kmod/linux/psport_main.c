@@ -50,7 +50,7 @@ static unsigned int max_clients = 64;
 module_param(max_clients, uint, 0444);
 MODULE_PARM_DESC(max_clients, "largest number of attached processes per NIC");
 
-unsigned short psk_contexts = 16;
+unsigned short psk_contexts = 64; /* as PSP_CONTEXTS in the settings table */
 module_param_named(contexts, psk_contexts, ushort, 0444);
 MODULE_PARM_DESC(contexts, "NIC contexts per NIC (1..64)");
 
