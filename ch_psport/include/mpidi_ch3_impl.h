@@ -62,6 +62,16 @@ int MPIDI_CH3I_Send_raw(MPIDI_VC_t *vc, MPIR_Request *sreq, const PSP_RawHandle 
 /* Complete the sends PULC has finished; *made set when one did.  MPI error code. */
 int MPIDI_CH3I_Send_progress(int *made);
 
+/*
+ * Buffers for data the channel gathers (sends of several pieces) or holds for CH3 (data
+ * received for an iov): n bytes, or NULL.  Large ones are kept for reuse when freed, as a
+ * fresh large malloc costs a page fault per 4 KiB at first touch (RMA streams 256 KiB pieces
+ * one after the other).  MPIDI_CH3I_Buf_free(NULL) does nothing.
+ */
+void *MPIDI_CH3I_Buf_alloc(size_t n);
+void MPIDI_CH3I_Buf_free(void *buf);
+void MPIDI_CH3I_Buf_finalize(void);
+
 /* Sends still in PULC's hands. */
 int MPIDI_CH3I_Send_pending(void);
 

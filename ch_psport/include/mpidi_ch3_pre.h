@@ -60,7 +60,8 @@ typedef struct MPIDI_CH3I_VC {
     uint32_t port;      /* the peer's PULC port id (node << 16 | number); 0: not known yet */
     uint32_t send_seq;  /* sequence number of our next message to it */
     uint32_t claim_seq; /* sequence number of its next message the receive side records */
-    int recv_busy;      /* a message of its is being received into CH3's iov: later ones wait */
+    int recv_busy; /* 1: a message of its is being received into CH3's iov, 2: its next message is
+                    * still arriving (for one progress pass): either way later ones wait */
 } MPIDI_CH3I_VC;
 
 #define MPIDI_CH3_VC_DECL struct MPIDI_CH3I_VC ch;

@@ -160,6 +160,7 @@ int MPIDI_CH3_Finalize(void)
         MPIR_ERR_CHECK(mpi_errno);
     }
     MPIDI_CH3I_Recv_finalize();
+    MPIDI_CH3I_Buf_finalize();
     PSP_ClosePort(MPIDI_CH3I_port);
     MPIDI_CH3I_port = NULL;
     PSP_Finalize();

@@ -1,31 +1,25 @@
 /*
  * psport_recv.c — PULC messages in, to CH3.
  *
- * A receive with an accept callback that never takes anything (the "watcher") stays posted
- * on the port; PULC shows it every queued message's extra header, and it records each
- * sender's CH3 packets in that sender's sequence order, data still in the message area.
- * Recorded packets go to CH3's handlers in order per sender; a packet with data is then
- * taken by a receive that accepts exactly that message, straight into the buffer CH3's
- * handler chose (one copy, area to user buffer), or, when CH3 wants the data in pieces
- * (non-contiguous datatype, RMA), into a buffer that is then fed through CH3's iov.  While a
- * sender's data is being received its later packets wait, as CH3 requires.
+ * A standing receive (PSP_IReceiveEach, the "watcher") stays posted on the port; PULC shows
+ * it every queued message's extra header, and it records each sender's CH3 packets in that
+ * sender's sequence order.  A small message (up to MPIDI_CH3I_BOUNCE_MAX bytes of data) it
+ * takes at once into a buffer of ours: the message is matched once and leaves PULC's queue
+ * in the same progress pass, and its packet goes to CH3's handler with the data beside it,
+ * as CH3 expects of a channel that has the data at hand.  A larger message stays in PULC's
+ * queue while CH3's handler chooses where its data goes; a receive that accepts exactly
+ * that message then takes it straight into CH3's buffer (one copy, area to user buffer), or,
+ * when CH3 wants the data in pieces (non-contiguous datatype, RMA), into a buffer that is
+ * then fed through CH3's iov.  Packets go to CH3 in order per sender: while a sender's data
+ * is still arriving or being received, its later packets wait, as CH3 requires.
  */
 #include "mpidi_ch3_impl.h"
 
 #include <string.h>
 
-/* A packet recorded by the watcher. */
-typedef struct psport_pkt {
-    MPIDI_VC_t *vc; /* NULL: handled (slot to be removed) */
-    PSP_PortId src;
-    uint32_t seq;
-    uint32_t len; /* payload bytes */
-    MPIDI_CH3_Pkt_t pkt;
-} psport_pkt_t;
-
-static psport_pkt_t *pkts; /* in arrival order */
-static size_t npkts, cap_pkts;
-static int record_failed; /* the watcher ran out of memory: look at the queue again */
+/* Messages with at most this many bytes of data are taken by the watcher at once (one more
+ * copy, which costs less than matching the message a second time up to about this size). */
+#define MPIDI_CH3I_BOUNCE_MAX 16384u
 
 /* One PULC receive taking a recorded message. */
 typedef struct psport_take {
@@ -39,6 +33,20 @@ typedef struct psport_take {
     void *tmp; /* data taken into a buffer of ours, then fed through CH3's iov */
 } psport_take_t;
 
+/* A packet recorded by the watcher. */
+typedef struct psport_pkt {
+    MPIDI_VC_t *vc; /* NULL: handled (slot to be removed) */
+    PSP_PortId src;
+    uint32_t seq;
+    uint32_t len;          /* payload bytes */
+    psport_take_t *bounce; /* the watcher took the message into bounce->tmp; NULL: queued */
+    MPIDI_CH3_Pkt_t pkt;
+} psport_pkt_t;
+
+static psport_pkt_t *pkts; /* in arrival order */
+static size_t npkts, cap_pkts;
+static int record_failed; /* the watcher ran out of memory: look at the queue again */
+
 static psport_take_t *takes, *free_takes;
 static PSP_Request watcher;
 static int watcher_posted;
@@ -51,24 +59,43 @@ static int wire_of(const PSP_MsgInfo *m, MPIDI_CH3I_Wire_t *w)
     return w->src_rank >= 0 && w->src_rank < MPIDI_Process.my_pg->size;
 }
 
-/* The watcher's accept callback: record the next packet of each sender, take nothing.  Runs
- * inside PULC's progress (area locked): it must not call PULC. */
-static int watch(const PSP_MsgInfo *m, void *arg)
+static psport_take_t *take_get(void)
+{
+    psport_take_t *t = free_takes;
+    if (t)
+        free_takes = t->next;
+    else
+        t = MPL_malloc(sizeof *t, MPL_MEM_BUFFER);
+    return t;
+}
+
+static void take_put(psport_take_t *t)
+{
+    MPIDI_CH3I_Buf_free(t->tmp);
+    t->tmp = NULL;
+    t->next = free_takes;
+    free_takes = t;
+}
+
+/* The watcher's place callback: record the next packet of each sender, and take a small
+ * message at once into a buffer of ours.  Runs inside PULC's progress (area locked): it must
+ * not call PULC. */
+static PSP_Request *watch(const PSP_MsgInfo *m, void *arg, void **buf, uint32_t *len)
 {
     (void)arg;
     MPIDI_CH3I_Wire_t w;
     if (!wire_of(m, &w))
-        return 0;
+        return NULL;
     MPIDI_VC_t *vc;
     MPIDI_PG_Get_vc(MPIDI_Process.my_pg, w.src_rank, &vc);
     if (w.seq != vc->ch.claim_seq)
-        return 0; /* recorded before */
+        return NULL; /* recorded before */
     if (npkts == cap_pkts) {
         size_t c = cap_pkts ? 2 * cap_pkts : 64;
         psport_pkt_t *n = MPL_realloc(pkts, c * sizeof *n, MPL_MEM_BUFFER);
         if (!n) {
             record_failed = 1;
-            return 0;
+            return NULL;
         }
         pkts = n;
         cap_pkts = c;
@@ -78,12 +105,32 @@ static int watch(const PSP_MsgInfo *m, void *arg)
     p->src = m->src;
     p->seq = w.seq;
     p->len = m->len;
+    p->bounce = NULL;
     memset(&p->pkt, 0, sizeof p->pkt);
     memcpy(&p->pkt, (const char *)m->xheader + sizeof w, m->xlen - sizeof w);
     vc->ch.claim_seq++;
     if (!vc->ch.port)
         vc->ch.port = m->src; /* spares a business card lookup to answer it */
-    return 0;
+    if (m->len > MPIDI_CH3I_BOUNCE_MAX)
+        return NULL;
+    /* Without memory the message stays queued and is taken the long way. */
+    psport_take_t *t = take_get();
+    if (!t)
+        return NULL;
+    t->tmp = m->len ? MPIDI_CH3I_Buf_alloc(m->len) : NULL;
+    if (m->len && !t->tmp) {
+        take_put(t);
+        return NULL;
+    }
+    t->vc = vc;
+    t->rreq = NULL;
+    t->src = m->src;
+    t->seq = w.seq;
+    t->len = m->len;
+    p->bounce = t;
+    *buf = t->tmp;
+    *len = m->len;
+    return &t->preq;
 }
 
 /* A take's accept callback: exactly the recorded message. */
@@ -96,7 +143,7 @@ static int take_this(const PSP_MsgInfo *m, void *arg)
 
 static int post_watcher(void)
 {
-    int rc = PSP_IReceive(MPIDI_CH3I_port, NULL, 0, NULL, 0, watch, NULL, &watcher);
+    int rc = PSP_IReceiveEach(MPIDI_CH3I_port, watch, NULL, &watcher);
     if (rc)
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
                                     "**psport_pulc", "**psport_pulc %s", PSP_StrError(rc));
@@ -114,6 +161,9 @@ void MPIDI_CH3I_Recv_finalize(void)
     if (watcher_posted)
         PSP_Cancel(&watcher);
     watcher_posted = 0;
+    for (size_t i = 0; i < npkts; i++)
+        if (pkts[i].vc && pkts[i].bounce && PSP_IsComplete(&pkts[i].bounce->preq))
+            take_put(pkts[i].bounce); /* one still in PULC's hands is left to it */
     while (free_takes) {
         psport_take_t *t = free_takes;
         free_takes = t->next;
@@ -191,10 +241,31 @@ static int take_done(psport_take_t *t)
         }
     }
 fn_fail:
-    MPL_free(t->tmp);
-    t->tmp = NULL;
-    t->next = free_takes;
-    free_takes = t;
+    take_put(t);
+    return mpi_errno;
+}
+
+/* Hand a packet whose message the watcher took (data in b->tmp) to CH3, with its data. */
+static int handle_bounced(const psport_pkt_t *p, MPIDI_CH3_Pkt_t *pkt)
+{
+    int mpi_errno = MPI_SUCCESS;
+    psport_take_t *b = p->bounce;
+    MPIR_Request *rreq = NULL;
+    MPIR_ERR_CHKANDJUMP2(b->preq.error, mpi_errno, MPI_ERR_OTHER, "**psport_recv",
+                         "**psport_recv %d %s", p->vc->pg_rank, PSP_StrError(b->preq.error));
+    intptr_t used = p->len; /* in: bytes at data; out: bytes the handler consumed */
+    mpi_errno = MPIDI_CH3I_pktArray[pkt->type](p->vc, pkt, b->tmp, &used, &rreq);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (rreq) { /* CH3 set up an iov for the rest */
+        if (used < (intptr_t)p->len) {
+            mpi_errno = feed(p->vc, rreq, (const char *)b->tmp + used, p->len - (size_t)used);
+        } else {
+            int complete = 0;
+            mpi_errno = iov_filled(p->vc, rreq, &complete);
+        }
+    }
+fn_fail:
+    take_put(b);
     return mpi_errno;
 }
 
@@ -212,14 +283,12 @@ static int handle(const psport_pkt_t *p)
     MPIR_ERR_CHKANDJUMP1(pkt.type < 0 || pkt.type >= MPIDI_CH3_PKT_END_ALL ||
                              !MPIDI_CH3I_pktArray[pkt.type],
                          mpi_errno, MPI_ERR_OTHER, "**invalidpkt", "**invalidpkt %d", pkt.type);
+    if (p->bounce)
+        return handle_bounced(p, &pkt);
     mpi_errno = MPIDI_CH3I_pktArray[pkt.type](p->vc, &pkt, NULL, &buflen, &rreq);
     MPIR_ERR_CHECK(mpi_errno);
 
-    psport_take_t *t = free_takes;
-    if (t)
-        free_takes = t->next;
-    else
-        t = MPL_malloc(sizeof *t, MPL_MEM_BUFFER);
+    psport_take_t *t = take_get();
     MPIR_ERR_CHKANDJUMP(t == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     t->vc = p->vc;
     t->src = p->src;
@@ -233,10 +302,9 @@ static int handle(const psport_pkt_t *p)
         if (rreq->dev.iov_count == 1 && iov[0].iov_len == p->len) {
             buf = iov[0].iov_base; /* one copy: message area to CH3's buffer */
         } else {
-            t->tmp = MPL_malloc(p->len, MPL_MEM_BUFFER);
+            t->tmp = MPIDI_CH3I_Buf_alloc(p->len);
             if (!t->tmp) {
-                t->next = free_takes;
-                free_takes = t;
+                take_put(t);
                 MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**nomem", "**nomem %d",
                                      (int)p->len);
             }
@@ -264,7 +332,7 @@ int MPIDI_CH3I_Recv_progress(int *made)
     /* Takes that completed. */
     for (psport_take_t **pp = &takes; *pp;) {
         psport_take_t *t = *pp;
-        if (!PSP_Test(&t->preq)) {
+        if (!PSP_IsComplete(&t->preq)) { /* the caller just made progress */
             pp = &t->next;
             continue;
         }
@@ -278,10 +346,15 @@ int MPIDI_CH3I_Recv_progress(int *made)
     /* Recorded packets, in order per sender; a sender whose data is being received waits.
      * Handlers may make PULC progress, which records more packets behind these (pkts may
      * move), so slots are addressed by index. */
-    size_t i = 0;
-    for (; i < npkts; i++) {
+    int held = 0;
+    for (size_t i = 0; i < npkts; i++) {
         if (!pkts[i].vc || pkts[i].vc->ch.recv_busy)
             continue;
+        if (pkts[i].bounce && !PSP_IsComplete(&pkts[i].bounce->preq)) {
+            pkts[i].vc->ch.recv_busy = 2; /* still arriving: this sender waits this turn */
+            held = 1;
+            continue;
+        }
         psport_pkt_t p = pkts[i];
         pkts[i].vc = NULL;
         *made = 1;
@@ -290,8 +363,11 @@ int MPIDI_CH3I_Recv_progress(int *made)
     }
     size_t k = 0;
     for (size_t j = 0; j < npkts; j++)
-        if (pkts[j].vc)
+        if (pkts[j].vc) {
+            if (held && pkts[j].vc->ch.recv_busy == 2)
+                pkts[j].vc->ch.recv_busy = 0;
             pkts[k++] = pkts[j];
+        }
     npkts = k;
 
     if (record_failed) { /* look at the whole queue again */

@@ -23,6 +23,74 @@ typedef struct psport_send {
     } x;
 } psport_send_t;
 
+/* ---- buffers for gathered and held data ---- */
+
+/* Each buffer has a header with its capacity in front; 64 bytes keep the data aligned for
+ * the widest vector copies. */
+#define BUF_HDR        64u
+#define BUF_KEEP_MIN   (64u << 10) /* smaller ones go back to malloc, which reuses them well */
+#define BUF_KEEP_MAX   (8u << 20)  /* larger ones are rare: not kept */
+#define BUF_KEEP_SLOTS 8
+
+static void *kept[BUF_KEEP_SLOTS]; /* free large buffers (their headers) */
+
+void *MPIDI_CH3I_Buf_alloc(size_t n)
+{
+    if (n >= BUF_KEEP_MIN) { /* the smallest kept buffer that fits */
+        int best = -1;
+        for (int i = 0; i < BUF_KEEP_SLOTS; i++)
+            if (kept[i] && *(size_t *)kept[i] >= n &&
+                (best < 0 || *(size_t *)kept[i] < *(size_t *)kept[best]))
+                best = i;
+        if (best >= 0) {
+            char *h = kept[best];
+            kept[best] = NULL;
+            return h + BUF_HDR;
+        }
+    }
+    char *h = MPL_malloc(BUF_HDR + (n ? n : 1), MPL_MEM_BUFFER);
+    if (!h)
+        return NULL;
+    *(size_t *)h = n;
+    return h + BUF_HDR;
+}
+
+void MPIDI_CH3I_Buf_free(void *buf)
+{
+    if (!buf)
+        return;
+    char *h = (char *)buf - BUF_HDR;
+    size_t cap = *(size_t *)h;
+    if (cap >= BUF_KEEP_MIN && cap <= BUF_KEEP_MAX) { /* keep it, in place of a smaller one */
+        int slot = -1; /* an empty one if any, else the smallest kept */
+        for (int i = 0; i < BUF_KEEP_SLOTS && slot < 0; i++)
+            if (!kept[i])
+                slot = i;
+        if (slot < 0) {
+            slot = 0;
+            for (int i = 1; i < BUF_KEEP_SLOTS; i++)
+                if (*(size_t *)kept[i] < *(size_t *)kept[slot])
+                    slot = i;
+        }
+        if (!kept[slot] || *(size_t *)kept[slot] < cap) {
+            MPL_free(kept[slot]);
+            kept[slot] = h;
+            return;
+        }
+    }
+    MPL_free(h);
+}
+
+void MPIDI_CH3I_Buf_finalize(void)
+{
+    for (int i = 0; i < BUF_KEEP_SLOTS; i++) {
+        MPL_free(kept[i]);
+        kept[i] = NULL;
+    }
+}
+
+/* ---- sends ---- */
+
 static psport_send_t *active_head, *active_tail; /* in the order posted */
 static psport_send_t *free_list;
 static int active_count;
@@ -44,7 +112,7 @@ static psport_send_t *rec_get(void)
 
 static void rec_put(psport_send_t *r)
 {
-    MPL_free(r->gather);
+    MPIDI_CH3I_Buf_free(r->gather);
     r->gather = NULL;
     r->next = free_list;
     free_list = r;
@@ -88,9 +156,12 @@ static int gather(void **buf, size_t *len, size_t *cap, const struct iovec *iov,
         size_t c = *cap ? *cap : 4096;
         while (c < *len + add)
             c *= 2;
-        void *nb = MPL_realloc(*buf, c, MPL_MEM_BUFFER);
+        void *nb = MPIDI_CH3I_Buf_alloc(c);
         if (!nb)
             return -1;
+        if (*len)
+            memcpy(nb, *buf, *len);
+        MPIDI_CH3I_Buf_free(*buf);
         *buf = nb;
         *cap = c;
     }
@@ -152,8 +223,15 @@ int MPIDI_CH3I_Send(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct iovec *iov,
         data = iov[1].iov_base;
         len = iov[1].iov_len;
     } else if (n > 1 || reload) {
+        /* One buffer of the whole size where it is known: no regrowing and recopying. */
         size_t cap = 0;
-        void *buf = NULL;
+        for (int i = 1; i < n; i++)
+            cap += iov[i].iov_len;
+        if (reload && sreq->dev.msgsize > sreq->dev.msg_offset)
+            cap += (size_t)(sreq->dev.msgsize - sreq->dev.msg_offset);
+        void *buf = cap ? MPIDI_CH3I_Buf_alloc(cap) : NULL;
+        if (cap && !buf)
+            cap = 0;
         int bad = gather(&buf, &len, &cap, iov + 1, n - 1);
         /* Non-contiguous data: CH3 hands it out one iov at a time through the reload
          * handler, which at the last piece swaps in the request's final OnDataAvail. */
@@ -212,7 +290,7 @@ int MPIDI_CH3I_Send_progress(int *made)
     int mpi_errno = MPI_SUCCESS;
     psport_send_t *prev = NULL, *r = active_head;
     while (r) {
-        if (!PSP_Test(&r->preq)) {
+        if (!PSP_IsComplete(&r->preq)) { /* the caller just made progress */
             prev = r;
             r = r->next;
             continue;

@@ -88,6 +88,15 @@ typedef struct PSP_MsgInfo {
 /* Accept callback of PSP_IReceive: nonzero takes the message.  It must not call PSP_*. */
 typedef int (*PSP_AcceptFn)(const PSP_MsgInfo *msg, void *arg);
 
+/*
+ * Place callback of PSP_IReceiveEach: a request of the caller's (not posted) that is to take
+ * this message into *buf (*len bytes at most), or NULL to leave the message queued.  It must
+ * not call PSP_*.
+ */
+struct PSP_Request;
+typedef struct PSP_Request *(*PSP_PlaceFn)(const PSP_MsgInfo *msg, void *arg, void **buf,
+                                           uint32_t *len);
+
 /* A request: allocated by the caller, filled by the library; results valid once complete. */
 typedef struct PSP_Request {
     int error;       /* 0, or a negative errno: -EMSGSIZE truncated, -ECANCELED, -ECONNRESET .. */
@@ -106,6 +115,7 @@ typedef struct PSP_Request {
     uint32_t p_buflen, p_xmax, p_off, p_msg_id, p_msg;
     PSP_PortId p_dest;
     PSP_AcceptFn p_accept;
+    PSP_PlaceFn p_place;
     void *p_arg;
 } PSP_Request;
 
@@ -127,8 +137,21 @@ int PSP_ISend(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xle
 int PSP_IReceive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t len,
                  PSP_AcceptFn accept, void *arg, PSP_Request *req);
 
+/*
+ * Post a standing receive: every queued (or later arriving) message, in arrival order, is
+ * offered to place(); a message it gives a request for leaves the queue into that request's
+ * buffer — the request then completes like a PSP_IReceive's, often within the same progress
+ * pass — and the others stay queued for receives posted later.  req itself completes only
+ * when cancelled.  One message is matched once: a caller that sees each message through its
+ * own callback needs no second receive to take it (an MPI channel's small messages).
+ */
+int PSP_IReceiveEach(PSP_Port *port, PSP_PlaceFn place, void *arg, PSP_Request *req);
+
 /* Make progress once; 1 if req is complete, else 0. */
 int PSP_Test(PSP_Request *req);
+
+/* 1 if req is complete, else 0, without making progress (for a caller that just did). */
+int PSP_IsComplete(const PSP_Request *req);
 
 /*
  * Wait for req at most timeout_ms (-1: no limit), spinning, yielding, then sleeping

@@ -463,23 +463,23 @@ static void send_failed(struct pulc_proc *P, const struct mcp_send_error *e)
 
 /* ---- receiving ---- */
 
-int PSP_IReceive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t len,
-                 PSP_AcceptFn accept, void *arg, PSP_Request *req)
+/* A receive request into buf (len bytes) and xbuf (xmax bytes), not yet in any list. */
+static void recv_init(PSP_Request *req, PSP_Port *port, void *xbuf, uint16_t xmax, void *buf,
+                      uint32_t len)
 {
-    if ((len && !buf) || (xmax && !xbuf))
-        return -EINVAL;
-    if (port->kind != PSP_PORT_D)
-        return -EPROTOTYPE;
     memset(req, 0, sizeof *req);
     req->p_port = port;
     req->p_rbuf = buf;
     req->p_buflen = len;
     req->p_xbuf = xbuf;
     req->p_xmax = xmax;
-    req->p_accept = accept;
-    req->p_arg = arg;
     req->p_msg = PULC_NONE;
     req->p_state = PULC_RQ_RECV_POSTED;
+}
+
+/* Append a posted receive to its port's list. */
+static void recv_post(PSP_Port *port, PSP_Request *req)
+{
     rq_append(&port->rq_head, &port->rq_tail, req);
     /* Examine the queue at the next progress only if something is queued: a sender bumps
      * the event after queuing, so an empty queue seen after reading the event is enough
@@ -487,10 +487,62 @@ int PSP_IReceive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t 
     struct pulc_port *pt = pulc_port_at(pulc_hal_self()->area, port->idx);
     uint32_t ev = __atomic_load_n(&pt->event, __ATOMIC_ACQUIRE);
     port->seen_event = __atomic_load_n(&pt->qhead, __ATOMIC_ACQUIRE) != PULC_NONE ? ev - 1 : ev;
+}
+
+int PSP_IReceive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t len,
+                 PSP_AcceptFn accept, void *arg, PSP_Request *req)
+{
+    if ((len && !buf) || (xmax && !xbuf))
+        return -EINVAL;
+    if (port->kind != PSP_PORT_D)
+        return -EPROTOTYPE;
+    recv_init(req, port, xbuf, xmax, buf, len);
+    req->p_accept = accept;
+    req->p_arg = arg;
+    recv_post(port, req);
     return 0;
 }
 
-/* Offer queued messages to a posted receive (caller holds the area lock): 1 matched. */
+int PSP_IReceiveEach(PSP_Port *port, PSP_PlaceFn place, void *arg, PSP_Request *req)
+{
+    if (!place)
+        return -EINVAL;
+    if (port->kind != PSP_PORT_D)
+        return -EPROTOTYPE;
+    recv_init(req, port, NULL, 0, NULL, 0);
+    req->p_place = place;
+    req->p_arg = arg;
+    recv_post(port, req);
+    return 0;
+}
+
+static int take(struct pulc_area *a, PSP_Request *r);
+
+/* A standing receive r placed a message in to (matched): take it now if it is all here,
+ * else put to before r, where progress_port finishes it (caller holds the area lock). */
+static void placed(struct pulc_area *a, PSP_Port *port, PSP_Request *r, PSP_Request *to)
+{
+    struct pulc_msg *m = pulc_msg_at(a, to->p_msg);
+    if (!(m->flags & PULC_MSG_DIRECT)) {
+        int t = take(a, to);
+        if (t) {
+            rq_complete(to, t < 0 ? -ECONNRESET : (to->len > to->p_buflen ? -EMSGSIZE : 0));
+            return;
+        }
+    }
+    to->p_next = r;
+    to->p_prev = r->p_prev;
+    if (r->p_prev)
+        r->p_prev->p_next = to;
+    else
+        port->rq_head = to;
+    r->p_prev = to;
+    port->seen_event--; /* behind the loop in progress_port: look again at the next pass */
+}
+
+/* Offer queued messages to a posted receive (caller holds the area lock): 1 matched.  A
+ * standing receive (PSP_IReceiveEach) places what it takes in requests of its caller's and
+ * never matches itself. */
 static int match(struct pulc_area *a, PSP_Port *port, PSP_Request *r)
 {
     struct pulc_port *pt = pulc_port_at(a, port->idx);
@@ -505,26 +557,37 @@ static int match(struct pulc_area *a, PSP_Port *port, PSP_Request *r)
             continue;
         }
         PSP_MsgInfo info = {m->src, m->total, m->xlen, m->xhdr};
-        if (r->p_accept && !r->p_accept(&info, r->p_arg))
+        PSP_Request *to = r;
+        if (r->p_place) {
+            void *buf = NULL;
+            uint32_t len = 0;
+            to = r->p_place(&info, r->p_arg, &buf, &len);
+            if (!to)
+                continue;
+            recv_init(to, port, NULL, 0, buf, buf ? len : 0);
+        } else if (r->p_accept && !r->p_accept(&info, r->p_arg)) {
             continue;
+        }
         if (!(m->flags & PULC_MSG_DIRECT)) {
             /* Destination known: when we drain the rest of it ourselves, it goes straight
              * into the buffer (proto.c) instead of through fragments. */
             m->recv_pid = proc.node.pid;
-            m->recv_addr = (uint64_t)(uintptr_t)r->p_rbuf;
-            m->recv_len = r->p_buflen;
+            m->recv_addr = (uint64_t)(uintptr_t)to->p_rbuf;
+            m->recv_len = to->p_buflen;
         }
         m->flags |= PULC_MSG_CLAIMED;
         if (pt->last_open == i && (m->flags & PULC_MSG_DIRECT))
             pt->last_open = PULC_NONE;
-        r->p_msg = i;
-        r->src = m->src;
-        r->len = m->total;
-        r->xlen = m->xlen;
-        if (r->p_xmax)
-            memcpy(r->p_xbuf, m->xhdr, m->xlen < r->p_xmax ? m->xlen : r->p_xmax);
-        r->p_state = PULC_RQ_RECV_MATCHED;
-        return 1;
+        to->p_msg = i;
+        to->src = m->src;
+        to->len = m->total;
+        to->xlen = m->xlen;
+        if (to->p_xmax)
+            memcpy(to->p_xbuf, m->xhdr, m->xlen < to->p_xmax ? m->xlen : to->p_xmax);
+        to->p_state = PULC_RQ_RECV_MATCHED;
+        if (to == r)
+            return 1;
+        placed(a, port, r, to);
     }
     return 0;
 }
@@ -892,6 +955,11 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
 static int req_done(void *arg)
 {
     return __atomic_load_n(&((PSP_Request *)arg)->p_state, __ATOMIC_ACQUIRE) == PULC_RQ_DONE;
+}
+
+int PSP_IsComplete(const PSP_Request *req)
+{
+    return req_done((void *)(uintptr_t)req);
 }
 
 int PSP_Test(PSP_Request *req)

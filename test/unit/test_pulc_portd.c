@@ -2,7 +2,8 @@
  * test_pulc_portd — port-D of libpulc against a running psid (PSP_PSID_SOCKET), run by
  * test/integration/pulc-ports: message boundaries for every size around the fragment
  * boundaries up to 16 MiB, order per sender, eight senders to one port, the accept callback
- * taking a later message first, cancel, truncation, probe, and the errors a sender gets.
+ * taking a later message first, a standing receive placing each message, cancel, truncation,
+ * probe, and the errors a sender gets.
  *
  * Each test runs receivers and senders in processes of their own (forked, each with its own
  * PSP_Init).  A process attaches to the node whose psid socket it uses, so with
@@ -358,6 +359,100 @@ TEST(wait_port_returns_when_a_message_arrives)
     CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
     CHECK_EQ_MEM(buf, "hello", 5);
     CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
+/* ---- a standing receive (PSP_IReceiveEach) ---- */
+
+#define EACH_N 6
+static const uint32_t each_len[EACH_N] = {10, 3000, 100000, 40, 200000, 0};
+
+struct each_state {
+    PSP_Request req[EACH_N];
+    uint8_t *buf[EACH_N];
+    uint32_t order[EACH_N]; /* tags in the order they were placed */
+    int placed;
+};
+
+/* Places every message up to 100000 bytes in a request of its own; leaves larger ones. */
+static PSP_Request *place_small(const PSP_MsgInfo *m, void *arg, void **buf, uint32_t *len)
+{
+    struct each_state *st = arg;
+    if (m->xlen != 4 || m->len > 100000)
+        return NULL;
+    uint32_t t = *(const uint32_t *)m->xheader;
+    if (t < 1 || t > EACH_N || st->placed >= EACH_N)
+        return NULL;
+    st->order[st->placed++] = t;
+    *buf = st->buf[t - 1];
+    *len = each_len[t - 1];
+    return &st->req[t - 1];
+}
+
+TEST(standing_receive_places_each_message_and_leaves_the_rest_queued)
+{
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) { /* tags 1..6 in order */
+        uint16_t peer = as_sender();
+        PSP_Port *s = open_port(PSP_ANYPORT);
+        ready_wait();
+        static uint8_t b[EACH_N][200000];
+        static uint32_t tags[EACH_N];
+        PSP_Request r5;
+        for (uint32_t t = 1; t <= EACH_N; t++) {
+            fill(b[t - 1], t, each_len[t - 1]);
+            tags[t - 1] = t;
+            /* Tag 5 is taken only at the end: on one node (direct) its send completes then. */
+            if (t == 5 ? PSP_ISend(s, PSP_PORTID(peer, 108), &tags[t - 1], 4, b[t - 1],
+                                   each_len[t - 1], &r5)
+                       : send_retry(s, PSP_PORTID(peer, 108), &tags[t - 1], 4, b[t - 1],
+                                    each_len[t - 1]))
+                _exit(2);
+        }
+        if (PSP_Wait(&r5, 60000))
+            _exit(2);
+        PSP_ClosePort(s);
+        _exit(0);
+    }
+    as_receiver();
+    PSP_Port *p = open_port(108);
+    static struct each_state st;
+    for (int i = 0; i < EACH_N; i++)
+        st.buf[i] = malloc(each_len[i] ? each_len[i] : 1);
+    PSP_Request each;
+    CHECK_EQ_I64(PSP_IReceiveEach(p, NULL, NULL, &each), -EINVAL);
+    CHECK_OK(PSP_IReceiveEach(p, place_small, &st, &each));
+    ready_post(1);
+    /* Tag 3 (100000 B) is a direct message on one node: placed, then copied at a later pass. */
+    const uint32_t want[] = {1, 2, 3, 4, 6};
+    for (unsigned k = 0; k < sizeof want / sizeof want[0]; k++) {
+        uint32_t t = want[k];
+        for (int i = 0; i < 1000 && st.placed <= (int)k; i++)
+            PSP_WaitPort(p, 10); /* returns at once when something happens on the port */
+        REQUIRE(st.placed > (int)k, "message %u was never placed", t);
+        CHECK_EQ_U64(st.order[k], t); /* arrival order, tag 5 skipped */
+        CHECK_OK(PSP_Wait(&st.req[t - 1], 10000));
+        CHECK_EQ_U64(st.req[t - 1].len, each_len[t - 1]);
+        CHECK_EQ_U64(st.req[t - 1].copied, each_len[t - 1]);
+        CHECK_EQ_I64(check_content(st.buf[t - 1], t, each_len[t - 1]), 0);
+    }
+    CHECK_EQ_I64(PSP_Test(&each), 0); /* a standing receive never completes by itself */
+    CHECK_OK(PSP_Cancel(&each));
+    CHECK_EQ_I64(each.error, -ECANCELED);
+    /* Tag 5 stayed queued: an ordinary receive takes it. */
+    static uint8_t big[200000];
+    uint32_t x = 0;
+    PSP_Request r;
+    CHECK_OK(PSP_Receive(p, &x, 4, big, sizeof big, NULL, NULL, &r));
+    CHECK_EQ_U64(x, 5);
+    CHECK_EQ_U64(r.len, 200000);
+    CHECK_EQ_I64(check_content(big, 5, 200000), 0);
+    PSP_MsgInfo info;
+    CHECK_EQ_I64(PSP_IProbe(p, NULL, NULL, &info), 0); /* nothing taken twice, nothing left */
+    CHECK_EQ_I64(reap(pid), 0);
+    for (int i = 0; i < EACH_N; i++)
+        free(st.buf[i]);
     PSP_ClosePort(p);
 }
 
