@@ -132,13 +132,3 @@ int mcp_errq_pop(struct mcp_image *img, unsigned c, struct mcp_send_error *e)
     MCP_STORE_REL(&q->full, 0u);
     return 1;
 }
-
-int mcp_link_busy(const struct mcp_image *img)
-{
-    const uint64_t *act = (const uint64_t *)((const uint8_t *)img + img->off_active);
-    unsigned words = (img->cfg.max_nodes + 63u) / 64u;
-    for (unsigned w = 0; w < words; w++)
-        if (__atomic_load_n(&act[w], __ATOMIC_RELAXED))
-            return 1;
-    return 0;
-}

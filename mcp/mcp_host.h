@@ -80,11 +80,4 @@ uint32_t mcp_recv_settle(struct mcp_image *img, uint32_t pos);
 /* Take the oldest send error of context c into *e: 1, or 0 when none. */
 int mcp_errq_pop(struct mcp_image *img, unsigned c, struct mcp_send_error *e);
 
-/*
- * 1 while the firmware has a peer with work — frames queued or not yet acknowledged, an
- * answer due — else 0.  Read without the NIC lock: a hint for whoever decides whether to
- * sleep or to keep running the firmware (a host waiting while its traffic is in flight).
- */
-int mcp_link_busy(const struct mcp_image *img);
-
 #endif

@@ -931,15 +931,7 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
             continue;
         }
         /* Sleep on the port's event: whoever queues for it (a local sender, another process's
-         * drain, psid's NIC thread) wakes us.  Not while our inter-node traffic is in flight:
-         * with every process asleep only psid's NIC thread runs the firmware, every few
-         * hundred microseconds, and a window of frames then crawls through the link at one
-         * firmware pass per round trip (an MPI rank waiting for a large transfer). */
-        if (P->nic_busy && mcp_link_busy(P->node.img)) {
-            sched_yield();
-            now = mcp_now_ns();
-            continue;
-        }
+         * drain, psid's NIC thread) wakes us. */
         struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
         uint32_t seen = __atomic_load_n(&pt->event, __ATOMIC_ACQUIRE);
         __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);

@@ -2,8 +2,7 @@
  * test_rdp_edge.c — the firmware at the edges of its protocol:
  *   (a) 8-bit sequence numbers wrapping many times under reordering and duplication;
  *   (b) a peer restarting mid-stream while frames of its old incarnation are still in flight;
- *   (c) a peer that stays dead: pending sends fail with -ETIMEDOUT after peer_timeout (the
- *       link is busy until then, idle after);
+ *   (c) a peer that stays dead: pending sends fail with -ETIMEDOUT after peer_timeout;
  *   (d) a receiver whose host stops draining: NOBUF NACKs, back-off, then everything arrives;
  *   (e) bad host input: invalid destination, itself, too long.
  */
@@ -249,7 +248,6 @@ TEST(dead_peer_never_answered_sends_time_out)
             goto out;
     }
     CHECK_GT_U64(syns, 2); /* the SYN was retried */
-    CHECK_EQ_I64(mcp_link_busy(f.img), 1); /* sends pending: the firmware has work */
     CHECK_EQ_U64(f.img->counters.send_errors, 0);
     CHECK_EQ_U64(mcp_send_busy(f.img, (unsigned)f.ctx), 10);
     /* soon after the limit: every pending send fails with -ETIMEDOUT */
@@ -270,7 +268,6 @@ TEST(dead_peer_never_answered_sends_time_out)
     drain(&f);
     step(&f, 10 * 1000 * US);
     CHECK_SILENT(&f);
-    CHECK_EQ_I64(mcp_link_busy(f.img), 0); /* no work left: a waiting host may sleep */
     /* a send posted later tries again: a new SYN */
     post_sends(&f, 10, 1);
     step(&f, US);
