@@ -21,6 +21,8 @@ static const struct psp_setting table[] = {
     {"PSP_LINK_IF",          "",       "link", "eth interface; empty = the one with our MAC"},
     {"PSP_NODES_FILE",       "",       "link", "nodes file; empty = one node on 127.0.0.1"},
     {"PSP_UDP_PORT",         "18360",  "link", "UDP port of the udp link"},
+    {"PSP_UDP_GSO",          "1",      "link", "udp link: send frames over the MTU as one GSO write of segments (0: IP fragments)"},
+    {"PSP_UDP_SEGMENT",      "0",      "link", "udp link: segment bytes for GSO (0: interface MTU - 28)"},
     {"PSP_LINK_LOSS",        "0",      "link", "injected: probability a frame is dropped"},
     {"PSP_LINK_DUP",         "0",      "link", "injected: probability a frame is duplicated"},
     {"PSP_LINK_CORRUPT",     "0",      "link", "injected: probability a frame is corrupted"},
@@ -28,7 +30,7 @@ static const struct psp_setting table[] = {
 
     /* mcp (the firmware) */
     {"PSP_WINDOW",           "8",      "mcp",  "RDP send window per peer, packets (1..64)"},
-    {"PSP_FRAME_SIZE",       "4096",   "mcp",  "payload bytes per NIC frame"},
+    {"PSP_FRAME_SIZE",       "32768",  "mcp",  "payload bytes per NIC frame (capped to what one link write carries)"},
     {"PSP_CONTEXTS",         "64",     "mcp",  "NIC contexts (attached processes)"},
     {"PSP_SEND_SLOTS",       "64",     "mcp",  "send slots per context"},
     {"PSP_RECV_SLOTS",       "128",    "mcp",  "NIC receive slots"},

@@ -54,6 +54,13 @@ struct mcp_link_stats {
     uint64_t rx_ignored;          /* eth: not ours (outgoing copies, other EtherTypes, runts) */
     uint64_t rx_errors;           /* errors the socket reported on receive (e.g. ICMP) */
     uint64_t fault_dropped, fault_duplicated, fault_corrupted; /* injected faults */
+    /* udp: frames larger than one datagram under the MTU go as GSO segments (udp_seg.h) */
+    uint64_t tx_segmented;      /* frames sent as segments */
+    uint64_t tx_gso_off;        /* 1 once the kernel refused a segmented write (sent whole since) */
+    uint64_t rx_segmented;      /* frames put together from segments */
+    uint64_t rx_seg_incomplete; /* frames given up: a segment never came (lost, or read by
+                                   another process sharing the socket) */
+    uint64_t rx_dropped_nobuf;  /* frames of one read beyond the buffers the firmware offered */
 };
 
 /* Copy the counters of a udp or eth link into s. 0, or -EINVAL for another kind of link. */

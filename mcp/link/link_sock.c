@@ -163,6 +163,8 @@ int mcp_sock_flush(struct lanai_link *l)
             iov[niov++].iov_len = e->len;
             m->msg_iov = iov;
             m->msg_iovlen = (size_t)niov;
+            if (s->prepare)
+                s->prepare(s, i, e, m);
         }
 
         int r = sendmmsg(s->fd, s->msg, k, MSG_DONTWAIT);
@@ -180,6 +182,8 @@ int mcp_sock_flush(struct lanai_link *l)
             }
             if (e == EBADF || e == ENOTSOCK || e == EFAULT)
                 return -e; /* not the frame's fault: the link itself is broken */
+            if (s->refused && s->refused(s, &s->q[s->head], e))
+                continue;
             skip_failed(s, e);
             continue;
         }
@@ -199,7 +203,7 @@ int mcp_sock_flush(struct lanai_link *l)
         socklen_t sl = sizeof soerr;
         if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
             soerr = 0;
-        if (soerr && !transient(soerr))
+        if (soerr && !transient(soerr) && !(s->refused && s->refused(s, &s->q[s->head], soerr)))
             skip_failed(s, soerr);
     }
     s->head = s->tail = 0;

@@ -38,6 +38,13 @@ struct mcp_sock_link {
     int (*route)(struct mcp_sock_link *s, uint16_t dst);
     /* set the message's address and hdr[] for entry e (iov is filled by the core) */
     void (*fill)(struct mcp_sock_link *s, struct mcp_sock_txent *e, struct msghdr *m);
+    /* optional: called after the core filled message i of a batch for e; may replace its iov
+     * and add control data (the udp link's segments) */
+    void (*prepare)(struct mcp_sock_link *s, unsigned i, struct mcp_sock_txent *e,
+                    struct msghdr *m);
+    /* optional: the kernel refused e for good with err; 1 = try e again (the link changed how
+     * it sends, e.g. gave up segmentation), 0 = count it and skip it */
+    int (*refused)(struct mcp_sock_link *s, struct mcp_sock_txent *e, int err);
     unsigned head, tail; /* queued: q[head .. tail-1] */
     struct mcp_sock_txent q[MCP_SOCK_TXQ];
     struct mmsghdr msg[MCP_SOCK_TXQ];

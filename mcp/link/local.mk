@@ -8,6 +8,6 @@ mcp_link_libmcplink_la_SOURCES = \
 	mcp/link/nodes.c mcp/link/nodes.h \
 	mcp/link/link_sim.c mcp/link/link_sim.h \
 	mcp/link/link_sock.c mcp/link/link_sock.h \
-	mcp/link/link_udp.c \
+	mcp/link/link_udp.c mcp/link/udp_seg.c mcp/link/udp_seg.h \
 	mcp/link/link_eth.c
 # Consumers add common/libpspcommon.la (see mcp/local.mk).

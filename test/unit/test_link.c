@@ -17,6 +17,7 @@
 #include "link.h"
 #include "link_sim.h"
 #include "mcp_wire.h"
+#include "udp_seg.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -818,6 +819,149 @@ TEST(udp_truncation)
     struct mcp_link_stats st;
     mcp_link_stats(u.l[1], &st);
     CHECK_EQ_U64(st.rx_truncated, 1);
+    udp_pair_close(&u);
+    free(r);
+}
+
+/* Receive buffers for frames up to a whole datagram. */
+struct bigbufs {
+    uint8_t mem[16][65536];
+    void *bufs[16];
+    uint32_t lens[16];
+};
+
+static struct bigbufs *bigbufs_new(void)
+{
+    struct bigbufs *r = calloc(1, sizeof *r);
+    for (int i = 0; r && i < 16; i++)
+        r->bufs[i] = r->mem[i];
+    return r;
+}
+
+/* Receive on l into r until want frames came or a second passed. */
+static int rx_big(struct lanai_link *l, struct bigbufs *r, uint32_t cap, int want, int *got)
+{
+    double end = now_s() + 1.0;
+    while (*got < want && *got < 16 && now_s() < end) {
+        int n = lanai_rx(l, r->bufs + *got, cap, r->lens + *got, 16 - *got);
+        if (n < 0)
+            return n;
+        *got += n;
+    }
+    return 0;
+}
+
+/* Frames over one datagram go as GSO segments and come back whole (PSP_UDP_SEGMENT stands in
+ * for a small MTU on loopback). */
+TEST(udp_segments_sent_and_put_together)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    setenv("PSP_UDP_SEGMENT", "1000", 1);
+    int rc = udp_pair_open(&u, NULL, err, sizeof err);
+    unsetenv("PSP_UDP_SEGMENT");
+    REQUIRE(rc == 0, "open: %s", err);
+    struct lanai_link *a = u.l[0], *b = u.l[1];
+    CHECK_EQ_U64(a->max_frame, 64u * 992u); /* 64 segments of 1000 - 8 header bytes */
+    CHECK_EQ_U64(udp_seg_max_frame(1472), 44u * 1464u);
+
+    /* plain, two segments, six, the largest; sizes on each side of a segment */
+    static const uint32_t len[] = {900, 1000, 1001, 5000, 64u * 992u, 1984, 1985};
+    enum { N = sizeof len / sizeof len[0] };
+    static uint8_t f[N][64 * 992];
+    for (uint32_t i = 0; i < N; i++) {
+        make_frame(f[i], len[i], MCP_FT_DATA, i);
+        CHECK_OK(lanai_tx(a, 1, f[i], len[i]));
+    }
+    CHECK_RC(lanai_tx(a, 1, f[4], 64u * 992u + 1), -EMSGSIZE);
+    CHECK_EQ_I64(lanai_flush(a), N);
+    struct bigbufs *r = bigbufs_new();
+    REQUIRE(r != NULL, "memory");
+    int got = 0;
+    CHECK_OK(rx_big(b, r, 65536, N, &got));
+    CHECK_EQ_I64(got, N);
+    for (int i = 0; i < got && i < N; i++)
+        CHECK(r->lens[i] == len[i] && frame_ok(r->mem[i], len[i], MCP_FT_DATA, (uint32_t)i),
+              "frame %d: length %u, want %u", i, r->lens[i], len[i]);
+    struct mcp_link_stats st;
+    mcp_link_stats(a, &st);
+    CHECK_EQ_U64(st.tx_segmented, 5); /* all but 900 and 1000 */
+    CHECK_EQ_U64(st.tx_gso_off, 0);
+    mcp_link_stats(b, &st);
+    CHECK_EQ_U64(st.rx_segmented, 5);
+    CHECK_EQ_U64(st.rx_frames, N);
+    CHECK_EQ_U64(st.rx_seg_incomplete, 0);
+
+    /* A frame smaller than the receiver's buffer is truncated like a plain one. */
+    CHECK_OK(lanai_tx(a, 1, f[3], len[3]));
+    lanai_flush(a);
+    got = 0;
+    rx_big(b, r, 3000, 1, &got);
+    CHECK_EQ_I64(got, 1);
+    CHECK_EQ_U64(r->lens[0], 3001);
+    CHECK_EQ_MEM(r->mem[0], f[3], 3000);
+    udp_pair_close(&u);
+    free(r);
+}
+
+/* Segments read one by one (as without GRO), out of order, duplicated, or with one missing. */
+TEST(udp_segments_reassembled_one_by_one)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    REQUIRE(udp_pair_open(&u, NULL, err, sizeof err) == 0, "open: %s", err);
+    int fd1 = mcp_link_fd(u.l[1]); /* send as node 1, so node 0 knows the sender */
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_addr = u.nodes.node[0].ip,
+                             .sin_port = htons(u.nodes.node[0].port)};
+    static uint8_t frame[3000], seg[1100];
+    const uint16_t chunk = 992;
+    struct udp_seg_hdr h = {.cnt = 4, .chunk = chunk};
+    /* frame 7: segments 2, 0, 0 again, 3, 1 */
+    make_frame(frame, sizeof frame, MCP_FT_DATA, 7);
+    h.id = 7;
+    const uint8_t order[] = {2, 0, 0, 3, 1};
+    for (unsigned k = 0; k < sizeof order; k++) {
+        h.idx = order[k];
+        uint32_t off = h.idx * chunk, n = sizeof frame - off < chunk ? sizeof frame - off : chunk;
+        udp_seg_put(seg, &h);
+        memcpy(seg + UDP_SEG_HDR, frame + off, n);
+        CHECK(sendto(fd1, seg, UDP_SEG_HDR + n, 0, (struct sockaddr *)&to, sizeof to) ==
+                  (ssize_t)(UDP_SEG_HDR + n),
+              "sendto");
+    }
+    /* frame 8 loses segment 1; frame 9 follows whole */
+    for (uint16_t id = 8; id <= 9; id++) {
+        make_frame(frame, sizeof frame, MCP_FT_DATA, id);
+        h.id = id;
+        for (uint8_t i = 0; i < 4; i++) {
+            if (id == 8 && i == 1)
+                continue;
+            h.idx = i;
+            uint32_t off = i * chunk, n = sizeof frame - off < chunk ? sizeof frame - off : chunk;
+            udp_seg_put(seg, &h);
+            memcpy(seg + UDP_SEG_HDR, frame + off, n);
+            sendto(fd1, seg, UDP_SEG_HDR + n, 0, (struct sockaddr *)&to, sizeof to);
+        }
+    }
+    /* a segment with a bad header is handed up as it is (the firmware judges it) */
+    uint8_t junk[40] = {0x53, 0x47, 1, 0, 5, 4, 0xe0, 0x03};
+    sendto(fd1, junk, sizeof junk, 0, (struct sockaddr *)&to, sizeof to);
+
+    struct bigbufs *r = bigbufs_new();
+    REQUIRE(r != NULL, "memory");
+    int got = 0;
+    CHECK_OK(rx_big(u.l[0], r, 65536, 3, &got));
+    CHECK_EQ_I64(got, 3);
+    CHECK(r->lens[0] == sizeof frame && frame_ok(r->mem[0], sizeof frame, MCP_FT_DATA, 7),
+          "frame 7 (length %u)", r->lens[0]);
+    CHECK(r->lens[1] == sizeof frame && frame_ok(r->mem[1], sizeof frame, MCP_FT_DATA, 9),
+          "frame 9 (length %u)", r->lens[1]);
+    CHECK(r->lens[2] == sizeof junk && memcmp(r->mem[2], junk, sizeof junk) == 0, "junk");
+    struct mcp_link_stats st;
+    mcp_link_stats(u.l[0], &st);
+    CHECK_EQ_U64(st.rx_segmented, 2);
+    CHECK_EQ_U64(st.rx_seg_incomplete, 1); /* frame 8 */
     udp_pair_close(&u);
     free(r);
 }

@@ -29,8 +29,7 @@ static uint8_t pat(uint32_t msg, uint32_t k)
 
 static uint32_t frag_size(void)
 {
-    const char *s = getenv("PSP_FRAME_SIZE");
-    return s ? (uint32_t)strtoul(s, NULL, 10) : 4096u;
+    return (uint32_t)strtoul(psp_setting_str("PSP_FRAME_SIZE"), NULL, 10);
 }
 
 /* Sizes around every boundary a message can cross: the NIC payload minus the PULC header
