@@ -21,6 +21,7 @@
 #include "harness.h"
 #include "pulc.h"
 #include "pulc_test_roles.h"
+#include "settings.h"
 
 static uint8_t pat(uint32_t msg, uint32_t k)
 {
