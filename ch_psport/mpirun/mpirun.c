@@ -280,9 +280,11 @@ static void start_own_psid(struct job *j)
     self[n] = 0;
     char *slash = strrchr(self, '/');
     strcpy(slash + 1, "psid");
-    snprintf(j->own_dir, sizeof j->own_dir, "%s/psport-mpirun-%ld",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
-    if (mkdir(j->own_dir, 0700) != 0)
+    /* A fresh name each time: a directory left by a job that was killed (and whose pid came
+     * round again) must not stop this one. */
+    snprintf(j->own_dir, sizeof j->own_dir, "%s/psport-mpirun-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(j->own_dir))
         psp_fail_exit("cannot create %s: %s", j->own_dir, strerror(errno));
     char sock[PATH_MAX + 16], pid[PATH_MAX + 16], log[PATH_MAX + 16];
     snprintf(sock, sizeof sock, "%s/psid.sock", j->own_dir);

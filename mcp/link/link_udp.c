@@ -203,6 +203,10 @@ static void take_datagram(struct udp_link *u, const uint8_t *p, uint32_t len, ui
                           uint32_t *lens, int n, int *filled)
 {
     uint32_t off = 0;
+    if (len == 0) { /* an empty datagram is handed up too: the firmware counts it malformed */
+        put_frame(u, bufs, cap, lens, n, filled, p, 0);
+        return;
+    }
     while (off < len) {
         uint32_t plen = len - off < gso ? len - off : gso;
         const uint8_t *piece = p + off;
