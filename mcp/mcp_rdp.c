@@ -881,14 +881,17 @@ int mcp_poll(struct mcp_nic *nic, uint64_t now_ns)
         ctxs &= ctxs - 1;
         take_context(&p, ci);
     }
-    /* Frames waiting on the link are taken before the peers' timers are looked at: after a
-     * pass that came late (the executor was busy or descheduled), the ACKs that arrived in the
-     * meantime must count before a retransmission timeout is declared. */
-    receive(&p);
-    deliver(&p);
     run_peers(&p);
     if (p.work)
         flush(&p);
+
+    int before = p.work;
+    receive(&p);
+    deliver(&p);
+    if (p.work != before) {
+        run_peers(&p);
+        flush(&p);
+    }
     MCP_STORE(img->polls, img->polls + 1);
     return p.work;
 }
