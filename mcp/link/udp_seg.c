@@ -28,8 +28,6 @@ int udp_seg_get(const uint8_t *p, size_t len, struct udp_seg_hdr *h)
     h->chunk = (uint16_t)(p[6] | p[7] << 8);
     if (h->cnt < 2 || h->cnt > UDP_SEG_MAX || h->idx >= h->cnt || h->chunk == 0)
         return 0;
-    if ((uint32_t)h->cnt * h->chunk > 2u * UDP_DGRAM_MAX) /* no frame is that long */
-        return 0;
     size_t n = len - UDP_SEG_HDR;
     if (n > h->chunk || n == 0 || (h->idx + 1u < h->cnt && n != h->chunk))
         return 0; /* every segment but the last is exactly one chunk */

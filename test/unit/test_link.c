@@ -725,20 +725,23 @@ static void udp_pair_close(struct udp_pair *u)
     lanai_close(u->l[1]);
 }
 
-/* Receive on l until want frames came or a second passed. */
-static int rx_until(struct lanai_link *l, struct rxbufs *r, uint32_t cap, int want, int *got)
+/* Receive on l into bufs/lens (room for max frames) until want came or a second passed. */
+static int rx_frames(struct lanai_link *l, void **bufs, uint32_t *lens, int max, uint32_t cap,
+                     int want, int *got)
 {
     double end = now_s() + 1.0;
-    while (*got < want && now_s() < end) {
-        int room = 64 - *got;
-        if (room <= 0)
-            break;
-        int n = lanai_rx(l, r->bufs + *got, cap, r->lens + *got, room);
+    while (*got < want && *got < max && now_s() < end) {
+        int n = lanai_rx(l, bufs + *got, cap, lens + *got, max - *got);
         if (n < 0)
             return n;
         *got += n;
     }
     return 0;
+}
+
+static int rx_until(struct lanai_link *l, struct rxbufs *r, uint32_t cap, int want, int *got)
+{
+    return rx_frames(l, r->bufs, r->lens, 64, cap, want, got);
 }
 
 TEST(udp_loopback_batch)
@@ -838,17 +841,9 @@ static struct bigbufs *bigbufs_new(void)
     return r;
 }
 
-/* Receive on l into r until want frames came or a second passed. */
 static int rx_big(struct lanai_link *l, struct bigbufs *r, uint32_t cap, int want, int *got)
 {
-    double end = now_s() + 1.0;
-    while (*got < want && *got < 16 && now_s() < end) {
-        int n = lanai_rx(l, r->bufs + *got, cap, r->lens + *got, 16 - *got);
-        if (n < 0)
-            return n;
-        *got += n;
-    }
-    return 0;
+    return rx_frames(l, r->bufs, r->lens, 16, cap, want, got);
 }
 
 /* Frames over one datagram go as GSO segments and come back whole (PSP_UDP_SEGMENT stands in
