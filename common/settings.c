@@ -30,7 +30,7 @@ static const struct psp_setting table[] = {
 
     /* mcp (the firmware) */
     {"PSP_WINDOW",           "8",      "mcp",  "RDP send window per peer, packets (1..64)"},
-    {"PSP_FRAME_SIZE",       "32768",  "mcp",  "payload bytes per NIC frame (capped to what one link write carries)"},
+    {"PSP_FRAME_SIZE",       "65503",  "mcp",  "payload bytes per NIC frame (capped to what one link write carries: 64384 on udp at MTU 1500)"},
     {"PSP_CONTEXTS",         "64",     "mcp",  "NIC contexts (attached processes)"},
     {"PSP_SEND_SLOTS",       "64",     "mcp",  "send slots per context"},
     {"PSP_RECV_SLOTS",       "128",    "mcp",  "NIC receive slots"},
