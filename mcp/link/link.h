@@ -61,6 +61,9 @@ struct mcp_link_stats {
     uint64_t rx_seg_incomplete; /* frames given up: a segment never came (lost, or read by
                                    another process sharing the socket) */
     uint64_t rx_dropped_nobuf;  /* frames of one read beyond the buffers the firmware offered */
+    uint64_t rx_copied;         /* reads copied out of a staging buffer: all of them without
+                                   segmenting; with it those not taken in place (segments
+                                   one by one, several frames in one read, foreign ones) */
 };
 
 /* Copy the counters of a udp or eth link into s. 0, or -EINVAL for another kind of link. */

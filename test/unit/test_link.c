@@ -886,6 +886,7 @@ TEST(udp_segments_sent_and_put_together)
     CHECK_EQ_U64(st.rx_segmented, 5);
     CHECK_EQ_U64(st.rx_frames, N);
     CHECK_EQ_U64(st.rx_seg_incomplete, 0);
+    CHECK_EQ_U64(st.rx_copied, 0); /* every one read straight into its buffer */
 
     /* A frame smaller than the receiver's buffer is truncated like a plain one. */
     CHECK_OK(lanai_tx(a, 1, f[3], len[3]));
@@ -895,16 +896,23 @@ TEST(udp_segments_sent_and_put_together)
     CHECK_EQ_I64(got, 1);
     CHECK_EQ_U64(r->lens[0], 3001);
     CHECK_EQ_MEM(r->mem[0], f[3], 3000);
+    mcp_link_stats(b, &st);
+    CHECK_EQ_U64(st.rx_copied, 1); /* longer than the buffer: copied out, cut */
     udp_pair_close(&u);
     free(r);
 }
 
-/* Segments read one by one (as without GRO), out of order, duplicated, or with one missing. */
-TEST(udp_segments_reassembled_one_by_one)
+/* Segments read one by one (as without GRO), out of order, duplicated, or with one missing;
+ * read through staging buffers (segment = 0: loopback's MTU, no segmenting here) or straight
+ * into the firmware's buffers (segment = 1000: this link segments too). */
+static void reassembly_case(const char *segment)
 {
     static struct udp_pair u;
     char err[256] = "";
-    REQUIRE(udp_pair_open(&u, NULL, err, sizeof err) == 0, "open: %s", err);
+    setenv("PSP_UDP_SEGMENT", segment, 1);
+    int rc = udp_pair_open(&u, NULL, err, sizeof err);
+    unsetenv("PSP_UDP_SEGMENT");
+    REQUIRE(rc == 0, "open: %s", err);
     int fd1 = mcp_link_fd(u.l[1]); /* send as node 1, so node 0 knows the sender */
     struct sockaddr_in to = {.sin_family = AF_INET,
                              .sin_addr = u.nodes.node[0].ip,
@@ -956,7 +964,74 @@ TEST(udp_segments_reassembled_one_by_one)
     struct mcp_link_stats st;
     mcp_link_stats(u.l[0], &st);
     CHECK_EQ_U64(st.rx_segmented, 2);
-    CHECK_EQ_U64(st.rx_seg_incomplete, 1); /* frame 8 */
+    CHECK_EQ_U64(st.rx_seg_incomplete, 1);     /* frame 8 */
+    CHECK_EQ_U64(st.rx_copied, 5 + 3 + 4 + 1); /* no read could be taken in place */
+    udp_pair_close(&u);
+    free(r);
+}
+
+TEST(udp_segments_reassembled_one_by_one)
+{
+    reassembly_case("0");
+}
+
+TEST(udp_segments_reassembled_one_by_one_direct)
+{
+    reassembly_case("1000");
+}
+
+/* Reads straight into the buffers until one cannot be taken in place: that one and the rest
+ * of the batch are copied out, and every frame still arrives, in order. */
+TEST(udp_direct_reads_mixed_batch)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    setenv("PSP_UDP_SEGMENT", "1000", 1);
+    int rc = udp_pair_open(&u, NULL, err, sizeof err);
+    unsetenv("PSP_UDP_SEGMENT");
+    REQUIRE(rc == 0, "open: %s", err);
+    struct lanai_link *a = u.l[1], *b = u.l[0];
+    static uint8_t f[5][3000];
+    static const uint32_t len[5] = {500, 3000, 1500, 40, 2500};
+    for (uint32_t i = 0; i < 5; i++)
+        make_frame(f[i], len[i], MCP_FT_DATA, i);
+    /* frame 0 plain, frame 1 in three segments: both in place */
+    CHECK_OK(lanai_tx(a, 0, f[0], len[0]));
+    CHECK_OK(lanai_tx(a, 0, f[1], len[1]));
+    CHECK_EQ_I64(lanai_flush(a), 2);
+    /* frame 2 as two lone segments, the second first: copied out from here on */
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_addr = u.nodes.node[0].ip,
+                             .sin_port = htons(u.nodes.node[0].port)};
+    static uint8_t seg[1100];
+    for (int k = 1; k >= 0; k--) {
+        struct udp_seg_hdr h = {.id = 500, .idx = (uint8_t)k, .cnt = 2, .chunk = 992};
+        uint32_t off = (uint32_t)k * 992, n = k ? len[2] - 992 : 992;
+        udp_seg_put(seg, &h);
+        memcpy(seg + UDP_SEG_HDR, f[2] + off, n);
+        CHECK(sendto(mcp_link_fd(a), seg, UDP_SEG_HDR + n, 0, (struct sockaddr *)&to, sizeof to) ==
+                  (ssize_t)(UDP_SEG_HDR + n),
+              "sendto");
+    }
+    /* frames 3 (plain) and 4 (segments) behind them in the same batch */
+    CHECK_OK(lanai_tx(a, 0, f[3], len[3]));
+    CHECK_OK(lanai_tx(a, 0, f[4], len[4]));
+    CHECK_EQ_I64(lanai_flush(a), 2);
+
+    struct bigbufs *r = bigbufs_new();
+    REQUIRE(r != NULL, "memory");
+    int got = 0;
+    CHECK_OK(rx_big(b, r, 65536, 5, &got));
+    CHECK_EQ_I64(got, 5);
+    for (int i = 0; i < got && i < 5; i++)
+        CHECK(r->lens[i] == len[i] && frame_ok(r->mem[i], len[i], MCP_FT_DATA, (uint32_t)i),
+              "frame %d: length %u, want %u", i, r->lens[i], len[i]);
+    struct mcp_link_stats st;
+    mcp_link_stats(b, &st);
+    CHECK_EQ_U64(st.rx_frames, 5);
+    CHECK_EQ_U64(st.rx_segmented, 3);
+    CHECK_EQ_U64(st.rx_copied, 4); /* two lone segments, and frames 3 and 4 after them */
+    CHECK_EQ_U64(st.rx_seg_incomplete, 0);
     udp_pair_close(&u);
     free(r);
 }
