@@ -846,16 +846,23 @@ static int rx_big(struct lanai_link *l, struct bigbufs *r, uint32_t cap, int wan
     return rx_frames(l, r->bufs, r->lens, 16, cap, want, got);
 }
 
+/* A udp pair whose links cut frames into segments of segment bytes (PSP_UDP_SEGMENT; "0": from
+ * the MTU, which on loopback means no segmenting). */
+static int udp_pair_open_segments(struct udp_pair *u, const char *segment, char *err, size_t errlen)
+{
+    setenv("PSP_UDP_SEGMENT", segment, 1);
+    int rc = udp_pair_open(u, NULL, err, errlen);
+    unsetenv("PSP_UDP_SEGMENT");
+    return rc;
+}
+
 /* Frames over one datagram go as GSO segments and come back whole (PSP_UDP_SEGMENT stands in
  * for a small MTU on loopback). */
 TEST(udp_segments_sent_and_put_together)
 {
     static struct udp_pair u;
     char err[256] = "";
-    setenv("PSP_UDP_SEGMENT", "1000", 1);
-    int rc = udp_pair_open(&u, NULL, err, sizeof err);
-    unsetenv("PSP_UDP_SEGMENT");
-    REQUIRE(rc == 0, "open: %s", err);
+    REQUIRE(udp_pair_open_segments(&u, "1000", err, sizeof err) == 0, "open: %s", err);
     struct lanai_link *a = u.l[0], *b = u.l[1];
     CHECK_EQ_U64(a->max_frame, 64u * 992u); /* 64 segments of 1000 - 8 header bytes */
     CHECK_EQ_U64(udp_seg_max_frame(1472), 44u * 1464u);
@@ -909,10 +916,7 @@ static void reassembly_case(const char *segment)
 {
     static struct udp_pair u;
     char err[256] = "";
-    setenv("PSP_UDP_SEGMENT", segment, 1);
-    int rc = udp_pair_open(&u, NULL, err, sizeof err);
-    unsetenv("PSP_UDP_SEGMENT");
-    REQUIRE(rc == 0, "open: %s", err);
+    REQUIRE(udp_pair_open_segments(&u, segment, err, sizeof err) == 0, "open: %s", err);
     int fd1 = mcp_link_fd(u.l[1]); /* send as node 1, so node 0 knows the sender */
     struct sockaddr_in to = {.sin_family = AF_INET,
                              .sin_addr = u.nodes.node[0].ip,
@@ -986,10 +990,7 @@ TEST(udp_direct_reads_mixed_batch)
 {
     static struct udp_pair u;
     char err[256] = "";
-    setenv("PSP_UDP_SEGMENT", "1000", 1);
-    int rc = udp_pair_open(&u, NULL, err, sizeof err);
-    unsetenv("PSP_UDP_SEGMENT");
-    REQUIRE(rc == 0, "open: %s", err);
+    REQUIRE(udp_pair_open_segments(&u, "1000", err, sizeof err) == 0, "open: %s", err);
     struct lanai_link *a = u.l[1], *b = u.l[0];
     static uint8_t f[5][3000];
     static const uint32_t len[5] = {500, 3000, 1500, 40, 2500};
