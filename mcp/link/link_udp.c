@@ -374,8 +374,7 @@ static int64_t direct_frame(struct udp_link *u, unsigned i, uint32_t len, uint32
     struct udp_seg_hdr h0, h;
 
     if (gso == len) { /* one datagram: a plain frame unless it is a lone segment */
-        if (len > m->cap || len > u->seg ||
-            (len >= 2 && hdr[0][0] == (UDP_SEG_MAGIC & 0xff) && hdr[0][1] == (UDP_SEG_MAGIC >> 8)))
+        if (len > m->cap || len > u->seg || udp_seg_magic(hdr[0], len))
             return -1;
         if (len > UDP_SEG_HDR)
             memmove(buf + UDP_SEG_HDR, buf, len - UDP_SEG_HDR);
@@ -429,15 +428,11 @@ static int rx_direct(struct udp_link *u, void *const *bufs, uint32_t cap, uint32
     int filled = 0, i;
     uint32_t len[UDP_RXBATCH], gso[UDP_RXBATCH];
     uint8_t ok[UDP_RXBATCH];
-    for (i = 0; i < r; i++) {
+    for (i = 0; i < r; i++) { /* here filled == i: one frame per read, in its own buffer */
         ok[i] = (uint8_t)read_len(u, (unsigned)i, &len[i], &gso[i]);
-        if (!ok[i])
-            continue;
-        int64_t flen = direct_frame(u, (unsigned)i, len[i], gso[i]);
+        int64_t flen = ok[i] ? direct_frame(u, (unsigned)i, len[i], gso[i]) : -1;
         if (flen < 0)
             break;
-        if (filled != i) /* an earlier read was dropped: the buffers move up */
-            memmove(bufs[filled], bufs[i], (size_t)flen);
         lens[filled++] = (uint32_t)flen;
         u->s.st.rx_frames++;
         if (gso[i] < len[i])

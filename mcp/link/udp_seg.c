@@ -20,7 +20,7 @@ void udp_seg_put(uint8_t *out, const struct udp_seg_hdr *h)
 
 int udp_seg_get(const uint8_t *p, size_t len, struct udp_seg_hdr *h)
 {
-    if (len < UDP_SEG_HDR || (uint16_t)(p[0] | p[1] << 8) != UDP_SEG_MAGIC)
+    if (len < UDP_SEG_HDR || !udp_seg_magic(p, len))
         return 0;
     h->id = (uint16_t)(p[2] | p[3] << 8);
     h->idx = p[4];

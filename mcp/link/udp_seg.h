@@ -38,6 +38,13 @@ struct udp_seg_hdr {
 /* Write h into out[0..UDP_SEG_HDR). */
 void udp_seg_put(uint8_t *out, const struct udp_seg_hdr *h);
 
+/* 1 if the len bytes at p start with the segment magic (a segment, or junk that looks like
+ * one), 0 if not (a plain frame starts with MCP_WIRE_MAGIC). */
+static inline int udp_seg_magic(const uint8_t *p, size_t len)
+{
+    return len >= 2 && (uint16_t)(p[0] | p[1] << 8) == UDP_SEG_MAGIC;
+}
+
 /* Read a segment header from p (len bytes): 1 and h filled if p is a well-formed segment
  * (magic, idx < cnt, 2 <= cnt, a chunk that fits, no more bytes than a chunk), else 0. */
 int udp_seg_get(const uint8_t *p, size_t len, struct udp_seg_hdr *h);

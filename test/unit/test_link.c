@@ -984,6 +984,42 @@ TEST(udp_segments_reassembled_one_by_one_direct)
     reassembly_case("1000");
 }
 
+/* Plain datagrams on a link that reads straight into the buffers: an empty one and a small
+ * one in place (their first bytes moved from the header slot), one longer than a segment (as
+ * a sender with PSP_UDP_GSO=0 sends, IP-fragmented) copied out whole. */
+TEST(udp_direct_reads_plain_datagrams)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    REQUIRE(udp_pair_open_segments(&u, "1000", err, sizeof err) == 0, "open: %s", err);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_addr = u.nodes.node[0].ip,
+                             .sin_port = htons(u.nodes.node[0].port)};
+    static uint8_t f[3][2000];
+    static const uint32_t len[3] = {0, 40, 2000};
+    int fd1 = mcp_link_fd(u.l[1]);
+    for (uint32_t i = 0; i < 3; i++) {
+        make_frame(f[i], len[i], MCP_FT_DATA, i);
+        CHECK(sendto(fd1, f[i], len[i], 0, (struct sockaddr *)&to, sizeof to) == (ssize_t)len[i],
+              "sendto %u bytes", len[i]);
+    }
+    struct bigbufs *r = bigbufs_new();
+    REQUIRE(r != NULL, "memory");
+    int got = 0;
+    CHECK_OK(rx_big(u.l[0], r, 65536, 3, &got));
+    CHECK_EQ_I64(got, 3);
+    CHECK_EQ_U64(r->lens[0], 0);
+    for (int i = 1; i < got && i < 3; i++)
+        CHECK(r->lens[i] == len[i] && frame_ok(r->mem[i], len[i], MCP_FT_DATA, (uint32_t)i),
+              "frame %d: length %u, want %u", i, r->lens[i], len[i]);
+    struct mcp_link_stats st;
+    mcp_link_stats(u.l[0], &st);
+    CHECK_EQ_U64(st.rx_frames, 3);
+    CHECK_EQ_U64(st.rx_copied, 1); /* the 2000 bytes: longer than one segment */
+    udp_pair_close(&u);
+    free(r);
+}
+
 /* Reads straight into the buffers until one cannot be taken in place: that one and the rest
  * of the batch are copied out, and every frame still arrives, in order. */
 TEST(udp_direct_reads_mixed_batch)
