@@ -13,13 +13,13 @@ void mcp_config_default(struct mcp_config *c, uint16_t node)
     c->node_id = node;
     c->max_nodes = 256;
     c->contexts = 64;
-    c->send_slots = 64;
+    c->send_slots = 32;
     c->recv_slots = 128;
-    c->hostq_slots = 256;
+    c->hostq_slots = 32;
     c->window = 8;
     c->rx_batch = 32;
     c->slot_size = 4096;
-    c->rto_us = 1000;
+    c->rto_us = 2000;
     c->rto_max_us = 100000;
     c->ack_delay_us = 20;
     c->nack_interval_us = 200;

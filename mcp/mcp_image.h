@@ -28,7 +28,7 @@
 #include "mcp_types.h"
 
 #define MCP_IMAGE_MAGIC  0x3150434du /* "MCP1" */
-#define MCP_ABI_VERSION  2u          /* 2: the step journal in the header */
+#define MCP_ABI_VERSION  3u          /* 2: the step journal in the header; 3: adaptive RTO */
 #define MCP_MAX_WINDOW   64u         /* largest configurable window; a power of two below 128 */
 #define MCP_MAX_CONTEXTS 64u
 #define MCP_NIL          0xffffffffu
@@ -119,7 +119,8 @@ struct mcp_send_slot {
     int32_t error;   /* firmware: 0, or the negative errno of the last failed send */
     uint8_t seq;     /* firmware: sequence number once transmitted */
     uint8_t taken;   /* firmware: 1 from taking the slot off the ring until it is IDLE again */
-    uint8_t pad[6];
+    uint8_t retx;    /* firmware: sent again since its first transmission (no RTT sample) */
+    uint8_t pad[5];
     uint64_t tx_ns; /* firmware: time of the last transmission */
 };
 
@@ -186,7 +187,9 @@ struct mcp_conn {
     uint8_t gbn_seq;
     uint32_t q_head; /* READY slots waiting for a sequence number (global slot ids) */
     uint32_t q_tail;
-    uint32_t rto_us; /* current timeout (backs off) */
+    uint32_t rto_us;    /* current timeout (backs off) */
+    uint32_t srtt_us;   /* smoothed round-trip time of data to its ACK; 0: no sample yet */
+    uint32_t rttvar_us; /* its mean deviation */
     uint32_t pad;
     uint64_t last_rx_ns;    /* last valid frame from this peer */
     uint64_t wait_since_ns; /* when this connection last went from idle to having work */

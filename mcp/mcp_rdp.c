@@ -324,6 +324,37 @@ static int send_data(struct pass *p, uint16_t node, struct mcp_conn *c, uint32_t
     return 0;
 }
 
+/*
+ * The retransmission timeout while data is in flight: SRTT + 4 RTTVAR of this connection's
+ * round trips (RFC 6298), at least the configured rto_us and at most rto_max_us.  A window of
+ * large frames can take longer to be acknowledged than the configured floor on a busy host, and
+ * a timeout below that sent whole windows twice.
+ */
+static uint32_t rto_estimate(const struct mcp_config *cfg, const struct mcp_conn *c)
+{
+    uint64_t r = c->srtt_us ? (uint64_t)c->srtt_us + 4u * (uint64_t)c->rttvar_us : cfg->rto_us;
+    if (r < cfg->rto_us)
+        r = cfg->rto_us;
+    if (r > cfg->rto_max_us)
+        r = cfg->rto_max_us;
+    return (uint32_t)r;
+}
+
+/* Take one round-trip sample (ns) into SRTT and RTTVAR (gains 1/8 and 1/4, RFC 6298). */
+static void rtt_sample(struct mcp_conn *c, uint64_t rtt_ns)
+{
+    uint64_t us = rtt_ns / 1000u;
+    uint32_t r = us < 1 ? 1 : us > 100000000u ? 100000000u : (uint32_t)us;
+    if (!c->srtt_us) {
+        MCP_STORE(c->srtt_us, r);
+        MCP_STORE(c->rttvar_us, r / 2);
+        return;
+    }
+    uint32_t d = c->srtt_us > r ? c->srtt_us - r : r - c->srtt_us;
+    MCP_STORE(c->rttvar_us, (uint32_t)(((uint64_t)c->rttvar_us * 3 + d) / 4));
+    MCP_STORE(c->srtt_us, (uint32_t)(((uint64_t)c->srtt_us * 7 + r) / 8));
+}
+
 /* Go back N: every slot from seq on is marked for retransmission. */
 static void go_back_n(struct pass *p, struct mcp_conn *c, uint8_t seq)
 {
@@ -394,6 +425,7 @@ static int peer_run(struct pass *p, uint16_t node)
                     conn_reset(p, c, rc);
                     return 0;
                 }
+                MCP_STORE(mcp_sslot(img, id)->retx, 1);
                 MCP_RELEASE(&mcp_sslot(img, id)->state, (uint32_t)MCP_SLOT_INTRANSIT);
                 p->cnt->tx_retx++;
                 MCP_STORE(c->snd_tx, c->snd_tx + 1);
@@ -404,6 +436,7 @@ static int peer_run(struct pass *p, uint16_t node)
             uint32_t id = c->q_head;
             struct mcp_send_slot *s = mcp_sslot(img, id);
             MCP_STORE(s->seq, c->snd_nxt);
+            MCP_STORE(s->retx, 0);
             int rc = send_data(p, node, c, id);
             if (rc == -EAGAIN)
                 break;
@@ -541,11 +574,18 @@ static void ack_in(struct pass *p, struct mcp_conn *c, uint8_t ack, int standalo
         return;
     }
     struct mcp_image *img = p->img;
+    /* Karn's rule: a frame sent more than once gives no sample (which copy was ACKed?).  Not
+     * journalled: the estimate is advice, and a repair starts the timer from the floor. */
+    const struct mcp_send_slot *newest =
+        mcp_sslot(img, c->inflight[(uint8_t)(ack - 1) % MCP_MAX_WINDOW]);
+    if (!newest->retx && p->now >= newest->tx_ns)
+        rtt_sample(c, p->now - newest->tx_ns);
+    uint32_t rto = rto_estimate(&img->cfg, c);
     struct mcp_journal j = {.op = MCP_J_ACK,
                             .node = mcp_conn_node(img, c),
                             .a = c->snd_una,
                             .b = ack,
-                            .t = ack != c->snd_nxt ? p->now + US(img->cfg.rto_us) : 0};
+                            .t = ack != c->snd_nxt ? p->now + US(rto) : 0};
     mcp_jr_begin(img, &j);
     for (int k = 0; k < n; k++) {
         struct mcp_send_slot *s =
@@ -556,7 +596,7 @@ static void ack_in(struct pass *p, struct mcp_conn *c, uint8_t ack, int standalo
     MCP_STORE(c->snd_una, ack);
     if (mcp_seq_diff(c->snd_tx, c->snd_una) < 0)
         MCP_STORE(c->snd_tx, c->snd_una);
-    MCP_STORE(c->rto_us, img->cfg.rto_us);
+    MCP_STORE(c->rto_us, rto);
     MCP_STORE(c->rto_deadline, j.t);
     mcp_jr_end(img);
     p->work++;

@@ -251,6 +251,58 @@ TEST(send_intransit_to_retransmit_on_timeout_then_resent)
     fx_fini(&f);
 }
 
+/*
+ * The timeout follows the measured round trip (SRTT + 4 RTTVAR, RFC 6298) above the configured
+ * floor; frames sent twice give no sample (Karn); quick ACKs bring it back to the floor.
+ */
+TEST(rto_follows_round_trip_above_floor)
+{
+    struct mcp_config c;
+    struct fx f;
+    struct frame fr[8];
+    cfg_default(&c);
+    if (fx_init(&f, &c, 0) && dut_open(&f, 4)) {
+        struct mcp_conn *cn = mcp_conn(f.img, PEER);
+        uint64_t rto = c.rto_us * US, rtt = rto * 8 / 10;
+        CHECK_EQ_U64(cn->srtt_us, 0);
+        /* the first frame is ACKed after 0.8 rto: SRTT 0.8 rto, RTTVAR 0.4 rto, RTO 2.4 rto */
+        step(&f, rtt);
+        inject_ctrl(&f, MCP_FT_ACK, PCID, f.lcid, 0, (uint8_t)(f.liss + 1), MCP_FLAG_ACK);
+        step(&f, 0);
+        CHECK_EQ_U64(cn->srtt_us, c.rto_us * 8 / 10);
+        CHECK_EQ_U64(cn->rttvar_us, c.rto_us * 4 / 10);
+        CHECK_EQ_U64(cn->rto_us, c.rto_us * 24 / 10);
+        uint64_t acked = f.t;
+        /* a fixed timeout would have resent the other three at one rto: nothing until 2.4 */
+        step(&f, 2 * rto);
+        CHECK_SILENT(&f);
+        COUNTERS(&f, "rx_frames=1 rx_ack=1");
+        step(&f, acked + rto * 24 / 10 - f.t);
+        int n = take_frames(&f, fr, 8);
+        CHECK(n == 3, "%d frames resent at the estimated timeout", n);
+        COUNTERS(&f, "timeouts=1 tx_retx=3");
+        /* Karn: the ACK of resent frames is no sample, however late (4 rto: before the
+         * doubled timeout) */
+        step(&f, 4 * rto);
+        inject_ctrl(&f, MCP_FT_ACK, PCID, f.lcid, 0, (uint8_t)(f.liss + 4), MCP_FLAG_ACK);
+        step(&f, 0);
+        CHECK_EQ_U64(cn->srtt_us, c.rto_us * 8 / 10);
+        CHECK_EQ_U64(mcp_send_busy(f.img, (unsigned)f.ctx), 0);
+        /* fresh frames ACKed at once: the estimate falls, but never below the floor */
+        for (unsigned k = 0; k < 40; k++) {
+            post_sends(&f, 4 + k, 1);
+            step(&f, US);
+            CHECK_EQ_U64(take_frames(&f, fr, 8), 1);
+            inject_ctrl(&f, MCP_FT_ACK, PCID, f.lcid, 0, (uint8_t)(f.liss + 5 + k), MCP_FLAG_ACK);
+            step(&f, US);
+        }
+        CHECK(cn->srtt_us < c.rto_us / 10, "SRTT %u us after quick ACKs", cn->srtt_us);
+        CHECK_EQ_U64(cn->rto_us, c.rto_us);
+        COUNTERS(&f, "rx_frames=? rx_ack=? tx_data=40");
+    }
+    fx_fini(&f);
+}
+
 /* ---- receive buffers ------------------------------------------------------------------------ */
 
 /* Every slot the last rx() filled was INTRANSIT right after the fill. */
