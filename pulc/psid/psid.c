@@ -366,13 +366,22 @@ static void daemonize(void)
 static void *nic_thread(void *arg)
 {
     (void)arg;
-    struct timespec tick = {0, (long)NIC_TICK_NS};
+    uint64_t nap = NIC_TICK_NS;
     while (!__atomic_load_n(&S.stop_nic, __ATOMIC_RELAXED)) {
-        nanosleep(&tick, NULL);
+        struct timespec ts = {(time_t)(nap / 1000000000u), (long)(nap % 1000000000u)};
+        nanosleep(&ts, NULL);
         uint64_t now = mcp_now_ns();
         uint64_t last = __atomic_load_n(&S.area->last_poll_ns, __ATOMIC_RELAXED);
-        if (now - last < S.idle_ns)
+        /* While clients poll, sleep until their last poll is PSP_NIC_IDLE_US old, not a tick:
+         * on a machine with as many busy clients as cores every wake-up preempts one, and
+         * at a tick's rate that made one round trip in ten between nodes 4x slower. */
+        if (now - last < S.idle_ns) {
+            nap = S.idle_ns - (now - last);
+            if (nap < NIC_TICK_NS)
+                nap = NIC_TICK_NS;
             continue;
+        }
+        nap = NIC_TICK_NS;
         if (pulc_nic_pass(S.area, &S.nic) < 0) {
             PSP_ERROR("the NIC lock is not recoverable: the NIC thread stops");
             break;
