@@ -55,10 +55,13 @@ static const struct psp_setting table[] = {
     {"PSP_AREA_PORTS",       "1024",   "psid", "message area: ports per node (numbers 1 .. N-1)"},
     {"PSP_AREA_MESSAGES",    "8192",   "psid", "message area: message descriptors per node"},
     {"PSP_AREA_FRAGMENTS",   "16384",  "psid", "message area: fragments (one NIC frame each)"},
+    {"PSP_AREA_RINGS",       "64",     "psid", "message area: local rings, one per sending and receiving port pair (0: none)"},
+    {"PSP_AREA_RING_BYTES",  "32768",  "psid", "message area: bytes of each local ring (a power of two, 1024 or more)"},
     {"PSP_DEVICE",           "",       "pulc", "kernel provider device; empty = /dev/psport if it exists, else psid; none = psid"},
     {"PSP_SPIN_US",          "50",     "pulc", "waiting: poll this long before yielding"},
     {"PSP_YIELD_US",         "2000",   "pulc", "waiting: then poll and yield this long before sleeping"},
     {"PSP_LOCAL_DIRECT",     "32768",  "pulc", "local messages above this size are copied once by the receiver"},
+    {"PSP_LOCAL_RING_MAX",   "2048",   "pulc", "local messages with this many bytes or fewer (extra header included) pass a lock-free ring (0: never)"},
     {"PSP_PARTITION",        "",       "pulc", "nodes a job may use (ids, 0-2, hosts, IPs, n[1-4]); empty = PSP_HOSTFILE, Slurm, PBS"},
     {"PSP_HOSTFILE",         "",       "pulc", "partition file, one host per line; empty = SLURM_JOB_NODELIST, then PBS_NODEFILE"},
 

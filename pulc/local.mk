@@ -6,6 +6,7 @@ lib_LTLIBRARIES += pulc/libpulc.la
 include_HEADERS = pulc/include/pulc.h
 pulc_libpulc_la_SOURCES = \
 	pulc/src/area.c pulc/src/area.h pulc/src/marea.c pulc/src/marea.h \
+	pulc/src/lring.c pulc/src/lring.h pulc/src/local.c \
 	pulc/src/proto.c pulc/src/proto.h pulc/src/port.c pulc/src/pulc_int.h \
 	pulc/src/stream.c \
 	pulc/src/raw_rx.c pulc/src/rawdata.c \
@@ -25,7 +26,7 @@ pulc_psid_psid_SOURCES = pulc/psid/psid.c pulc/psid/psid_int.h \
 	pulc/psid/dmsg.c pulc/psid/dmsg.h pulc/src/spawn_proto.h \
 	pulc/src/partition.c pulc/src/partition.h \
 	pulc/src/area.c pulc/src/area.h pulc/src/marea.c \
-	pulc/src/marea.h pulc/src/proto.c pulc/src/proto.h pulc/src/raw_rx.c
+	pulc/src/marea.h pulc/src/lring.c pulc/src/lring.h pulc/src/proto.c pulc/src/proto.h pulc/src/raw_rx.c
 pulc_psid_psid_CPPFLAGS = $(PULC_CPPFLAGS)
 pulc_psid_psid_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread \
 	$(HWLOC_LIBS)

@@ -66,6 +66,12 @@ static int cfg_ok(const struct pulc_area_cfg *cfg, char *err, size_t errlen)
                     "fragment (PSP_AREA_*)");
         return 0;
     }
+    if (cfg->rings && (cfg->ring_bytes < 1024 || (cfg->ring_bytes & (cfg->ring_bytes - 1)))) {
+        psp_set_err(err, errlen,
+                    "local rings need a power of two of 1024 bytes or more "
+                    "(PSP_AREA_RING_BYTES)");
+        return 0;
+    }
     return 1;
 }
 

@@ -19,14 +19,16 @@ struct mcp_image;
 #include "nodes.h"
 
 #define PULC_AREA_MAGIC   0x41434c50u /* "PLCA" */
-#define PULC_AREA_VERSION 3u
+#define PULC_AREA_VERSION 4u
 
 /* Sizes of the area's tables (psid takes them from PSP_AREA_*; see marea.h for the tables). */
 struct pulc_area_cfg {
-    uint32_t ports;     /* port table entries (port numbers 1 .. ports-1) */
-    uint32_t messages;  /* message descriptors */
-    uint32_t fragments; /* fragment buffers */
-    uint32_t frag_size; /* bytes per fragment: one NIC frame's payload */
+    uint32_t ports;      /* port table entries (port numbers 1 .. ports-1) */
+    uint32_t messages;   /* message descriptors */
+    uint32_t fragments;  /* fragment buffers */
+    uint32_t frag_size;  /* bytes per fragment: one NIC frame's payload */
+    uint32_t rings;      /* local rings (lring.h), 0: none */
+    uint32_t ring_bytes; /* bytes of each ring's data, a power of two */
 };
 
 /* Counters of the area, shown by psinfo -a. */
@@ -43,7 +45,10 @@ struct pulc_area_cfg {
     X(local_direct, "local messages copied once with process_vm_readv")                            \
     X(aborted, "incomplete messages dropped (sender restarted or died)")                           \
     X(reclaimed_ports, "ports of dead processes closed by psid")                                   \
-    X(area_repairs, "area lock holders that died (area rebuilt)")
+    X(area_repairs, "area lock holders that died (area rebuilt)")                                  \
+    X(rings_opened, "local rings opened (one per sending port and receiving port)")                \
+    X(rings_none, "port pairs sending through the queue: no local ring was free")                  \
+    X(ring_moved, "local ring messages moved into a port's queue (not taken at once)")
 
 struct pulc_area {
     uint32_t magic;
@@ -63,11 +68,14 @@ struct pulc_area {
     uint8_t pad3[64];
     struct pulc_area_cfg cfg;
     uint64_t off_ports, off_msgs, off_frags, off_frag_data; /* tables (marea.h) */
-    uint32_t msg_free, frag_free;                           /* free list heads (PULC_NONE: empty) */
-    uint32_t msgs_free, frags_free;                         /* their lengths */
-    uint64_t seq;                                           /* arrival order of messages */
-    uint32_t next_port;                                     /* where PSP_ANYPORT starts looking */
-    int32_t psid_ctx;         /* psid's own NIC context (error notices) */
+    uint64_t off_rings, off_ring_data;                      /* local rings (lring.h) */
+    uint32_t ring_free;                                     /* free ring list head */
+    uint32_t pad5;
+    uint32_t msg_free, frag_free;   /* free list heads (PULC_NONE: empty) */
+    uint32_t msgs_free, frags_free; /* their lengths */
+    uint64_t seq;                   /* arrival order of messages */
+    uint32_t next_port;             /* where PSP_ANYPORT starts looking */
+    int32_t psid_ctx;               /* psid's own NIC context (error notices) */
     uint64_t rx_count;        /* host queue frames released (its low 32 bits follow hostq_tail) */
     uint32_t rx_head_applied; /* a repair found the unreleased frame applied: release it */
     uint32_t pad4;

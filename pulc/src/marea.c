@@ -4,6 +4,8 @@
  */
 #include "marea.h"
 
+#include "lring.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -25,6 +27,8 @@ size_t pulc_area_tables_bytes(const struct pulc_area_cfg *cfg)
     off += align_up((size_t)cfg->ports * sizeof(struct pulc_port), 64);
     off += align_up((size_t)cfg->messages * sizeof(struct pulc_msg), 64);
     off += align_up((size_t)cfg->fragments * sizeof(struct pulc_frag), 4096);
+    off += align_up((size_t)cfg->rings * sizeof(struct pulc_ring), 4096);
+    off += align_up((size_t)cfg->rings * cfg->ring_bytes, 4096);
     return off;
 }
 
@@ -43,10 +47,14 @@ void pulc_area_format_tables(struct pulc_area *a, const struct pulc_area_cfg *cf
     off += align_up((size_t)cfg->messages * sizeof(struct pulc_msg), 64);
     a->off_frags = off;
     off += align_up((size_t)cfg->fragments * sizeof(struct pulc_frag), 4096);
+    a->off_rings = off;
+    off += align_up((size_t)cfg->rings * sizeof(struct pulc_ring), 4096);
+    a->off_ring_data = off;
+    off += align_up((size_t)cfg->rings * cfg->ring_bytes, 4096);
     a->off_frag_data = off;
     for (uint32_t i = 0; i < cfg->ports; i++) {
         struct pulc_port *p = pulc_port_at(a, i);
-        p->qhead = p->qtail = p->last_open = PULC_NONE;
+        p->qhead = p->qtail = p->last_open = p->rings = PULC_NONE;
     }
     for (uint32_t i = 0; i < cfg->fragments; i++)
         pulc_frag_at(a, i)->msg = PULC_NONE;
@@ -70,6 +78,12 @@ int pulc_area_lock(struct pulc_area *a)
      * does not spin by itself, and a futex sleep and wake-up cost microseconds here). */
     int rc = EBUSY;
     for (int spin = 0; spin < 256 && rc == EBUSY; spin++) {
+        /* Test before test-and-set: a failed trylock writes the lock's cache line, which
+         * then bounces between the waiting core and the holder's, slowing the holder. */
+        if (spin && __atomic_load_n(&a->area_lock.__data.__lock, __ATOMIC_RELAXED)) {
+            cpu_relax();
+            continue;
+        }
         rc = pthread_mutex_trylock(&a->area_lock);
         if (rc == EBUSY)
             cpu_relax();
@@ -223,6 +237,7 @@ unsigned pulc_area_repair(struct pulc_area *a)
     }
     a->frag_free = free_head;
     a->frags_free = free_count;
+    moved += pulc_ring_repair(a);
     free(idx);
     return moved;
 }
@@ -255,6 +270,7 @@ static void frag_free(struct pulc_area *a, uint32_t i)
 void pulc_msg_free(struct pulc_area *a, uint32_t i)
 {
     struct pulc_msg *m = pulc_msg_at(a, i);
+    pulc_ring_unpend(a, m);
     m->state = PULC_MSG_FREE; /* first: a repair from here on frees the fragments too */
     for (uint32_t f = m->frag_head; f != PULC_NONE;) {
         uint32_t next = pulc_frag_at(a, f)->next;
@@ -417,6 +433,7 @@ void pulc_port_close_locked(struct pulc_area *a, uint32_t p)
         else
             pulc_msg_free(a, i);
     }
+    pulc_ring_port_closed_locked(a, p);
     pt->state = PULC_PORT_FREE;
     pt->generation++;
     pt->owner_pid = 0;

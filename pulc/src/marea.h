@@ -49,7 +49,9 @@ struct pulc_port {
     uint32_t tx_open_dest, tx_open_msg_id; /* to whom, which (psid aborts it if we die) */
     uint32_t abort_src, abort_msg_id;      /* an abort notice that came before its message */
     uint64_t msgs_in, bytes_in, msgs_out, bytes_out;
-};
+    uint32_t rings;             /* local rings to this port (lring.h), or PULC_NONE */
+    uint32_t rings_gen;         /* atomic: bumped when that list changes */
+} __attribute__((aligned(64))); /* a port's owner writes it: not on another port's lines */
 
 /* A remote message a dead process left half sent: psid tells the receiver to drop it. */
 struct pulc_abort {
@@ -70,6 +72,8 @@ enum pulc_msg_state {
 #define PULC_MSG_RAW     0x08u /* a rawdata registration (owner direct_pid, buffer direct_addr) */
 #define PULC_MSG_SHARED  0x10u /* direct: the reader published its buffer; both copy chunks */
 #define PULC_MSG_INLINE  0x20u /* the whole payload is in inl[] (no fragments) */
+#define PULC_MSG_HIDDEN  0x40u /* local, sent with a ring ticket not yet read: receives skip it */
+#define PULC_MSG_RING    0x80u /* came through local ring `ring`, not claimed yet (lring.h) */
 
 struct pulc_msg {
     uint32_t state; /* enum pulc_msg_state */
@@ -94,12 +98,14 @@ struct pulc_msg {
     int32_t recv_pid;
     uint32_t recv_len;
     uint64_t recv_addr;
-    uint32_t chunk_next;          /* atomic: next chunk to take */
-    uint32_t copied;              /* atomic: bytes copied by both */
-    int32_t copy_err;             /* first failure of either side (negative errno) */
-    uint32_t chunk;               /* bytes per chunk */
-    uint64_t seq;                 /* arrival number (area->seq) */
-    uint64_t rx_tag;              /* the host queue frame that queued it (area->rx_count), or ~0 */
+    uint32_t chunk_next; /* atomic: next chunk to take */
+    uint32_t copied;     /* atomic: bytes copied by both */
+    int32_t copy_err;    /* first failure of either side (negative errno) */
+    uint32_t chunk;      /* bytes per chunk */
+    uint64_t seq;        /* arrival number (area->seq) */
+    uint64_t rx_tag;     /* the host queue frame that queued it (area->rx_count), or ~0 */
+    uint32_t ring;       /* PULC_MSG_RING / HIDDEN: the local ring it belongs to */
+    uint32_t pad;
     uint8_t inl[PULC_INLINE_MAX]; /* the payload of an INLINE message */
     uint8_t xhdr[PULC_XHDR_MAX];
 };

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "lring.h"
 #include "mcp_env.h"
 #include "mcp_host.h"
 #include "psk_dev.h"
@@ -34,9 +35,10 @@ struct pulc_proc *pulc_proc(int *err)
         return NULL;
     }
     struct pulc_hal *h = pulc_hal_self();
-    uint64_t direct;
+    uint64_t direct, ring_max;
     char msg[256];
-    if (psp_setting_u64("PSP_LOCAL_DIRECT", 0, UINT32_MAX, &direct, msg, sizeof msg)) {
+    if (psp_setting_u64("PSP_LOCAL_DIRECT", 0, UINT32_MAX, &direct, msg, sizeof msg) ||
+        psp_setting_u64("PSP_LOCAL_RING_MAX", 0, UINT32_MAX, &ring_max, msg, sizeof msg)) {
         PSP_ERROR("%s", msg);
         *err = -EINVAL;
         return NULL;
@@ -54,40 +56,10 @@ struct pulc_proc *pulc_proc(int *err)
         proc.node.ring_lock = &h->ring_lock;
     }
     proc.local_direct = (uint32_t)direct;
+    uint32_t fits = pulc_ring_max(h->area);
+    proc.ring_max = ring_max < fits ? (uint32_t)ring_max : fits;
     proc_ready = 1;
     return &proc;
-}
-
-/* ---- lists ---- */
-
-static void rq_append(PSP_Request **head, PSP_Request **tail, PSP_Request *r)
-{
-    r->p_next = NULL;
-    r->p_prev = *tail;
-    if (*tail)
-        (*tail)->p_next = r;
-    else
-        *head = r;
-    *tail = r;
-}
-
-static void rq_remove(PSP_Request **head, PSP_Request **tail, PSP_Request *r)
-{
-    if (r->p_prev)
-        r->p_prev->p_next = r->p_next;
-    else
-        *head = r->p_next;
-    if (r->p_next)
-        r->p_next->p_prev = r->p_prev;
-    else
-        *tail = r->p_prev;
-    r->p_next = r->p_prev = NULL;
-}
-
-static void rq_complete(PSP_Request *r, int error)
-{
-    r->error = error;
-    __atomic_store_n(&r->p_state, PULC_RQ_DONE, __ATOMIC_RELEASE);
 }
 
 /* ---- ports ---- */
@@ -138,6 +110,7 @@ int PSP_OpenPort(int number, int kind, PSP_Port **out)
         port->kind = (uint32_t)kind;
         port->gen = pt->generation;
         port->seen_event = pt->event - 1; /* look at the queue on the first progress */
+        port->rx_rings_gen = pt->rings_gen;
     }
     pulc_area_unlock(a);
     if (rc) {
@@ -198,6 +171,7 @@ int PSP_ClosePort(PSP_Port *port)
             *pp = port->next;
             break;
         }
+    pulc_local_forget(port);
     free(port->stream);
     free(port);
     return 0;
@@ -271,9 +245,10 @@ static int post_remote(struct pulc_proc *P, PSP_Request *r)
 
 /*
  * Try a local send under the area lock: 1 done (or DIRECT queued), 0 no room yet, or a
- * negative errno (the port is gone).
+ * negative errno (the port is gone).  With a local ring to the port the message is queued
+ * hidden and a ticket in the ring shows it to the receiver in its turn (lring.h).
  */
-static int try_local(struct pulc_proc *P, PSP_Request *r)
+static int try_local(struct pulc_proc *P, PSP_Request *r, uint32_t ring)
 {
     struct pulc_area *a = P->node.area;
     uint32_t num = PSP_PORTID_NUMBER(r->p_dest);
@@ -285,6 +260,8 @@ static int try_local(struct pulc_proc *P, PSP_Request *r)
     int direct = r->len > P->local_direct;
     uint32_t need = direct ? 0 : pulc_frags_needed(a, r->len, r->len);
     if (a->msgs_free == 0 || a->frags_free < need)
+        return 0;
+    if (ring != PULC_NONE && !pulc_ring_room(a, ring, pulc_rent_size(0, 0)))
         return 0;
     uint32_t i = pulc_msg_alloc(a);
     struct pulc_msg *m = pulc_msg_at(a, i);
@@ -306,7 +283,13 @@ static int try_local(struct pulc_proc *P, PSP_Request *r)
         pulc_msg_free(a, i); /* cannot happen: room checked above */
         return 0;
     }
+    if (ring != PULC_NONE) {
+        m->flags |= PULC_MSG_HIDDEN | PULC_MSG_RING;
+        m->ring = ring;
+    }
     pulc_msg_enqueue(a, num, i);
+    if (ring != PULC_NONE)
+        pulc_ring_put(a, ring, PULC_RENT_TICKET, r->p_msg_id, NULL, 0, NULL, 0, i);
     pt->bytes_in += r->len;
     a->local_msgs++;
     return 1;
@@ -335,17 +318,12 @@ static void progress_local(struct pulc_proc *P)
             rq_complete(r, e);
             continue;
         }
-        if (!locked) {
-            if (pulc_area_lock(a))
-                return;
-            locked = 1;
-        }
-        int rc = try_local(P, r);
+        int rc = pulc_local_send(P, r, &locked, try_local);
         if (rc == 0)
             break; /* keep the order: later ones wait too */
-        if (rc < 0) {
+        if (rc < 0 || rc == 2) {
             rq_remove(&P->lsend_head, &P->lsend_tail, r);
-            rq_complete(r, rc);
+            rq_complete(r, rc < 0 ? rc : 0);
         } else if (r->len > P->local_direct) {
             r->p_state = PULC_RQ_SEND_DIRECT;
             pulc_port_wake(a, PSP_PORTID_NUMBER(r->p_dest));
@@ -396,15 +374,18 @@ int pulc_send_start(struct pulc_proc *P, PSP_Port *port, unsigned proto, PSP_Por
         return 0;
     }
     struct pulc_area *a = P->node.area;
-    int rc = pulc_area_lock(a);
-    if (rc)
-        return rc;
-    rc = try_local(P, req);
-    pulc_area_unlock(a);
+    int locked = 0;
+    int rc = pulc_local_send(P, req, &locked, try_local);
+    if (locked)
+        pulc_area_unlock(a);
     if (rc < 0) {
         req->p_state = PULC_RQ_DONE;
         req->error = rc;
         return rc;
+    }
+    if (rc == 2) { /* through the ring: complete, receiver woken if asleep */
+        rq_complete(req, 0);
+        return 0;
     }
     if (rc > 0)
         pulc_port_wake(a, num);
@@ -462,20 +443,6 @@ static void send_failed(struct pulc_proc *P, const struct mcp_send_error *e)
 }
 
 /* ---- receiving ---- */
-
-/* A receive request into buf (len bytes) and xbuf (xmax bytes), not yet in any list. */
-static void recv_init(PSP_Request *req, PSP_Port *port, void *xbuf, uint16_t xmax, void *buf,
-                      uint32_t len)
-{
-    memset(req, 0, sizeof *req);
-    req->p_port = port;
-    req->p_rbuf = buf;
-    req->p_buflen = len;
-    req->p_xbuf = xbuf;
-    req->p_xmax = xmax;
-    req->p_msg = PULC_NONE;
-    req->p_state = PULC_RQ_RECV_POSTED;
-}
 
 /* Append a posted receive to its port's list. */
 static void recv_post(PSP_Port *port, PSP_Request *req)
@@ -549,7 +516,7 @@ static int match(struct pulc_area *a, PSP_Port *port, PSP_Request *r)
     for (uint32_t i = pt->qhead, next; i != PULC_NONE; i = next) {
         struct pulc_msg *m = pulc_msg_at(a, i);
         next = m->next;
-        if (m->flags & PULC_MSG_CLAIMED)
+        if (m->flags & (PULC_MSG_CLAIMED | PULC_MSG_HIDDEN))
             continue;
         if (m->flags & PULC_MSG_ABORTED) { /* never completes and nobody took it: drop */
             pulc_msg_unlink(a, i);
@@ -576,6 +543,7 @@ static int match(struct pulc_area *a, PSP_Port *port, PSP_Request *r)
             m->recv_len = to->p_buflen;
         }
         m->flags |= PULC_MSG_CLAIMED;
+        pulc_ring_unpend(a, m); /* later messages of its ring may be taken at once again */
         if (pt->last_open == i && (m->flags & PULC_MSG_DIRECT))
             pt->last_open = PULC_NONE;
         to->p_msg = i;
@@ -739,12 +707,15 @@ static void progress_port(struct pulc_proc *P, PSP_Port *port)
 {
     struct pulc_area *a = P->node.area;
     struct pulc_port *pt = pulc_port_at(a, port->idx);
+    int rings_left = pulc_local_take(P, port);
     uint32_t ev = __atomic_load_n(&pt->event, __ATOMIC_ACQUIRE);
-    if (ev == port->seen_event)
+    if (ev == port->seen_event && !rings_left)
         return;
     if (pulc_area_lock(a))
         return;
     port->seen_event = ev;
+    if (rings_left && pulc_local_move_locked(P, port))
+        port->seen_event--; /* out of descriptors: try again at the next pass */
     PSP_Request *direct = NULL;
     for (PSP_Request *r = port->rq_head, *next; r; r = next) {
         next = r->p_next;
@@ -778,9 +749,13 @@ int PSP_IProbe(PSP_Port *port, PSP_AcceptFn accept, void *arg, PSP_MsgInfo *info
         return 0;
     int found = 0;
     struct pulc_port *pt = pulc_port_at(a, port->idx);
+    if (pulc_local_ready(P, port)) { /* what the rings hold is seen in the queue */
+        pulc_local_move_locked(P, port);
+        port->seen_event--;
+    }
     for (uint32_t i = pt->qhead; i != PULC_NONE && !found; i = pulc_msg_at(a, i)->next) {
         struct pulc_msg *m = pulc_msg_at(a, i);
-        if (m->flags & (PULC_MSG_CLAIMED | PULC_MSG_ABORTED))
+        if (m->flags & (PULC_MSG_CLAIMED | PULC_MSG_ABORTED | PULC_MSG_HIDDEN))
             continue;
         PSP_MsgInfo mi = {m->src, m->total, m->xlen, m->xhdr};
         if (!accept || accept(&mi, arg)) {
@@ -852,8 +827,9 @@ int pulc_progress(struct pulc_proc *P)
     if (P->lsend_head)
         progress_local(P);
     for (PSP_Port *port = P->ports; port; port = port->next)
-        if (port->rq_head)
-            progress_port(P, port);
+        if (port->rq_head || port->nrx_rings ||
+            pulc_port_at(P->node.area, port->idx)->rings_gen != port->rx_rings_gen)
+            progress_port(P, port); /* ring messages move to the queue without receives */
     if (P->raw_regs)
         pulc_raw_progress(P);
     /* kernel provider: what this turn posted goes out now, not at the next turn */
@@ -885,7 +861,7 @@ static int kernel_sleep(struct pulc_proc *P, PSP_Port *port, int (*done)(void *)
     uint32_t ev = __atomic_load_n(&pt->event, __ATOMIC_SEQ_CST);
     struct mcp_rx_desc d;
     if (ev == port->seen_event && !P->rsend_head && !P->lsend_head &&
-        !mcp_recv_peek(P->node.img, &d) && !done(arg)) {
+        !mcp_recv_peek(P->node.img, &d) && !pulc_local_ready(P, port) && !done(arg)) {
         uint64_t slice = 100000000u; /* re-check every 100 ms anyway */
         if (left_ns < slice)
             slice = left_ns;
@@ -935,7 +911,8 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
         struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
         uint32_t seen = __atomic_load_n(&pt->event, __ATOMIC_ACQUIRE);
         __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
-        if (seen == port->seen_event && !P->rsend_head && !P->lsend_head && !done(arg)) {
+        if (seen == port->seen_event && !P->rsend_head && !P->lsend_head &&
+            !pulc_local_ready(P, port) && !done(arg)) {
             uint64_t left = end - now, slice = 100000000u; /* re-check every 100 ms anyway */
             if (left < slice)
                 slice = left;
@@ -982,8 +959,9 @@ int PSP_Wait(PSP_Request *req, int timeout_ms)
 struct port_watch {
     const struct pulc_port *pt;
     const PSP_Port *port;
-    uint32_t event; /* the port's event at the call */
-    uint32_t seen;  /* what this process had examined of it at the call */
+    uint32_t event;    /* the port's event at the call */
+    uint32_t seen;     /* what this process had examined of it at the call */
+    uint32_t activity; /* ring messages it had taken at the call */
 };
 
 /*
@@ -995,12 +973,13 @@ static int port_changed(void *arg)
 {
     const struct port_watch *w = arg;
     return __atomic_load_n(&w->pt->event, __ATOMIC_ACQUIRE) != w->event ||
-           w->port->seen_event != w->seen;
+           w->port->seen_event != w->seen || w->port->activity != w->activity;
 }
 
 int PSP_WaitPort(PSP_Port *port, int timeout_ms)
 {
-    struct port_watch w = {pulc_port_at(proc.node.area, port->idx), port, 0, port->seen_event};
+    struct port_watch w = {pulc_port_at(proc.node.area, port->idx), port, 0, port->seen_event,
+                           port->activity};
     w.event = __atomic_load_n(&w.pt->event, __ATOMIC_ACQUIRE);
     return pulc_wait(&proc, port, port_changed, &w, timeout_ms);
 }

@@ -140,11 +140,20 @@ static void attach_error(const struct pulc_hal *h, const char *path, int e, char
 static int area_cfg(size_t size, uint32_t frag_size, struct pulc_area_cfg *cfg, char *err,
                     size_t errlen)
 {
-    uint64_t ports, msgs, frags;
+    uint64_t ports, msgs, frags, rings, ring_bytes;
     if (psp_setting_u64("PSP_AREA_PORTS", 2, 65536, &ports, err, errlen) ||
         psp_setting_u64("PSP_AREA_MESSAGES", 1, 1u << 24, &msgs, err, errlen) ||
-        psp_setting_u64("PSP_AREA_FRAGMENTS", 1, 1u << 24, &frags, err, errlen))
+        psp_setting_u64("PSP_AREA_FRAGMENTS", 1, 1u << 24, &frags, err, errlen) ||
+        psp_setting_u64("PSP_AREA_RINGS", 0, 4096, &rings, err, errlen) ||
+        psp_setting_u64("PSP_AREA_RING_BYTES", 1024, 1u << 24, &ring_bytes, err, errlen))
         return -EINVAL;
+    if (ring_bytes & (ring_bytes - 1)) {
+        psp_set_err(err, errlen, "PSP_AREA_RING_BYTES=%llu is not a power of two",
+                    (unsigned long long)ring_bytes);
+        return -EINVAL;
+    }
+    cfg->rings = (uint32_t)rings;
+    cfg->ring_bytes = (uint32_t)ring_bytes;
     cfg->ports = (uint32_t)ports;
     cfg->messages = (uint32_t)msgs;
     cfg->frag_size = frag_size;

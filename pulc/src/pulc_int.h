@@ -28,6 +28,12 @@ enum pulc_rq_state {
     PULC_RQ_RECV_MATCHED /* taking the message's data as it arrives */
 };
 
+/* A local destination of a sending port and the ring to it (PULC_NONE: the queue, for good). */
+struct pulc_lpeer {
+    PSP_PortId dest;
+    uint32_t ring;
+};
+
 struct PSP_Port {
     uint32_t idx; /* port number = index in the area's port table */
     uint32_t kind;
@@ -37,6 +43,13 @@ struct PSP_Port {
     PSP_Request *rq_head, *rq_tail; /* posted receives in the order posted */
     struct PSP_Port *next;          /* list of this process's open ports */
     void *stream;                   /* port-S / port-M reader state (stream.c) */
+    /* local rings (lring.h, local.c) */
+    struct pulc_lpeer *peers; /* sender: the rings to local destinations */
+    uint32_t npeers, cap_peers, last_peer;
+    uint32_t *rx_rings; /* receiver: the rings to this port, as last listed */
+    uint32_t nrx_rings, cap_rx_rings;
+    uint32_t rx_rings_gen; /* the list's rings_gen then */
+    uint32_t activity;     /* ring messages taken without the lock (PSP_WaitPort sees them) */
 };
 
 struct pulc_proc {
@@ -46,12 +59,58 @@ struct pulc_proc {
     PSP_Request *rsend_head, *rsend_tail; /* remote sends not fully posted, in order */
     PSP_Request *lsend_head, *lsend_tail; /* local sends not complete, in order */
     uint32_t local_direct;                /* PSP_LOCAL_DIRECT */
+    uint32_t ring_max;                    /* PSP_LOCAL_RING_MAX within what the rings take */
     uint64_t remote_ns;                   /* last time we sent to or received from another node */
     uint64_t nic_ns;                      /* last time progress ran the NIC */
     uint32_t calls;    /* progress calls (the clock is read every 32nd while quiet) */
     int nic_busy;      /* inter-node traffic lately: run the NIC at every call */
     unsigned raw_regs; /* rawdata registrations of this process */
 };
+
+/* Request lists (a port's receives, the process's sends) and completion. */
+static inline void rq_append(PSP_Request **head, PSP_Request **tail, PSP_Request *r)
+{
+    r->p_next = NULL;
+    r->p_prev = *tail;
+    if (*tail)
+        (*tail)->p_next = r;
+    else
+        *head = r;
+    *tail = r;
+}
+
+static inline void rq_remove(PSP_Request **head, PSP_Request **tail, PSP_Request *r)
+{
+    if (r->p_prev)
+        r->p_prev->p_next = r->p_next;
+    else
+        *head = r->p_next;
+    if (r->p_next)
+        r->p_next->p_prev = r->p_prev;
+    else
+        *tail = r->p_prev;
+    r->p_next = r->p_prev = NULL;
+}
+
+static inline void rq_complete(PSP_Request *r, int error)
+{
+    r->error = error;
+    __atomic_store_n(&r->p_state, PULC_RQ_DONE, __ATOMIC_RELEASE);
+}
+
+/* A receive request into buf (len bytes) and xbuf (xmax bytes), not yet in any list. */
+static inline void recv_init(PSP_Request *req, PSP_Port *port, void *xbuf, uint16_t xmax, void *buf,
+                             uint32_t len)
+{
+    memset(req, 0, sizeof *req);
+    req->p_port = port;
+    req->p_rbuf = buf;
+    req->p_buflen = len;
+    req->p_xbuf = xbuf;
+    req->p_xmax = xmax;
+    req->p_msg = PULC_NONE;
+    req->p_state = PULC_RQ_RECV_POSTED;
+}
 
 /* The process's state, attaching first (PSP_Init) when needed: NULL with *err set on failure. */
 struct pulc_proc *pulc_proc(int *err);
@@ -80,6 +139,31 @@ int pulc_send_start(struct pulc_proc *P, PSP_Port *port, unsigned proto, PSP_Por
  * in order after earlier remote sends).  Used by PSP_ISend and rawdata.
  */
 void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req);
+
+/*
+ * Local rings, the process's side (local.c; lring.h says why and how order is kept).
+ *
+ * pulc_local_send: send r (local, state SEND_LOCAL) now: 2 passed whole through a ring, 1
+ * queued (DIRECT or fragments; with a ticket when the pair has a ring), 0 no room yet, or a
+ * negative errno.  Takes the area lock only when needed and then leaves it to the caller
+ * (*locked set).  try_local is port.c's queue path (caller holds the lock).
+ */
+int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
+                    int (*try_local)(struct pulc_proc *, PSP_Request *, uint32_t ring));
+
+/* Receiver: offer ring messages of port to its first posted receive without the lock.
+ * Returns 1 when something is left that needs the lock (pulc_local_move_locked). */
+int pulc_local_take(struct pulc_proc *P, PSP_Port *port);
+
+/* Receiver, area lock held: list the port's rings again and move what its rings hold into
+ * its queue; rings drained whose sender closed are closed.  0, or -ENOBUFS (try again). */
+int pulc_local_move_locked(struct pulc_proc *P, PSP_Port *port);
+
+/* Receiver: 1 when a ring of port holds something or its ring list changed (do not sleep). */
+int pulc_local_ready(struct pulc_proc *P, PSP_Port *port);
+
+/* The port closes: forget its peers and rings (the area side is pulc_port_close_locked). */
+void pulc_local_forget(PSP_Port *port);
 
 /* rawdata: copy data queued in the area into this process's registered buffers. */
 void pulc_raw_progress(struct pulc_proc *P);

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "mcp.h"
+#include "lring.h"
 #include "marea.h"
 #include "mcp_host.h"
 #include "psk_client.h"
@@ -72,6 +73,10 @@ static void print_area(struct pulc_area *a)
     printf("%-16s %20u  %s\n", "frags_free", a->frags_free, "fragments on the free list");
     printf("%-16s %20u  %s\n", "fragments", a->cfg.fragments, "fragments (PSP_AREA_FRAGMENTS)");
     printf("%-16s %20u  %s\n", "frag_size", a->cfg.frag_size, "bytes per fragment");
+    printf("%-16s %20u  %s\n", "rings_used", pulc_ring_used(a), "local rings open now");
+    printf("%-16s %20u  %s\n", "rings", a->cfg.rings, "local rings (PSP_AREA_RINGS)");
+    printf("%-16s %20u  %s\n", "ring_bytes", a->cfg.ring_bytes,
+           "bytes per local ring (PSP_AREA_RING_BYTES)");
     printf("%-16s %20llu  %s\n", "lock_recoveries", (unsigned long long)a->lock_recoveries,
            "NIC locks taken over from a dead holder");
 #define PRINT_COUNTER(name, help)                                                                  \

@@ -3,7 +3,8 @@
  * test/integration/pulc-ports: message boundaries for every size around the fragment
  * boundaries up to 16 MiB, order per sender, eight senders to one port, the accept callback
  * taking a later message first, a standing receive placing each message, cancel, truncation,
- * probe, and the errors a sender gets.
+ * probe, the errors a sender gets, and the local rings (order with queued messages, a full
+ * ring, a sleeping receiver woken, a receiver's port closed and reopened).
  *
  * Each test runs receivers and senders in processes of their own (forked, each with its own
  * PSP_Init).  A process attaches to the node whose psid socket it uses, so with
@@ -16,9 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "hal.h"
 #include "harness.h"
+#include "lring.h"
 #include "pulc.h"
 #include "pulc_test_roles.h"
 #include "settings.h"
@@ -550,6 +554,197 @@ TEST(send_to_missing_port_or_node_is_an_error)
     CHECK_EQ_I64(PSP_OpenPort(1 << 20, PSP_PORT_D, &dup), -EINVAL);
     CHECK_EQ_I64(PSP_OpenPort(PSP_ANYPORT, 9, &dup), -EINVAL);
     PSP_ClosePort(p);
+}
+
+/* ---- local rings (lring.h) ---- */
+
+/* Sizes cycling through ring messages (up to PSP_LOCAL_RING_MAX), queued ones with a ticket
+ * (fragments) and direct ones with a ticket. */
+static uint32_t ring_len(uint32_t i)
+{
+    static const uint32_t lens[] = {8, 0, 100, 2000, 5000, 40000, 64, 1000};
+    return lens[i % 8];
+}
+
+TEST(local_ring_keeps_order_with_queued_messages_and_out_of_order_receives)
+{
+    const uint32_t n = 900;
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) {
+        uint16_t peer = as_sender();
+        PSP_Port *p = open_port(PSP_ANYPORT);
+        ready_wait();
+        /* All posted at once: the receiver takes some later messages first, and a direct
+         * message's send completes only when it is read. */
+        PSP_Request *req = calloc(n, sizeof *req);
+        uint32_t *tag = calloc(n, sizeof *tag);
+        uint8_t **buf = calloc(n, sizeof *buf);
+        if (!req || !tag || !buf)
+            _exit(4);
+        for (uint32_t i = 0; i < n; i++) {
+            tag[i] = i;
+            buf[i] = malloc(ring_len(i) + 1);
+            if (!buf[i])
+                _exit(4);
+            fill(buf[i], i, ring_len(i));
+            if (PSP_ISend(p, PSP_PORTID(peer, 111), &tag[i], 4, buf[i], ring_len(i), &req[i]))
+                _exit(2);
+        }
+        for (uint32_t i = 0; i < n; i++)
+            if (PSP_Wait(&req[i], 60000))
+                _exit(3);
+        PSP_ClosePort(p);
+        _exit(0);
+    }
+    as_receiver();
+    struct pulc_area *a = pulc_hal_self()->area;
+    uint64_t opened = a->rings_opened, moved = a->ring_moved;
+    PSP_Port *p = open_port(111);
+    ready_post(1);
+    static uint8_t buf[40000];
+    /* Per three messages: take the second first (the first is skipped and must wait), then
+     * the first, then whatever comes next, which must be the third. */
+    for (uint32_t i = 0; i < n; i += 3) {
+        uint32_t want[3] = {i + 1, i, i + 2};
+        for (int k = 0; k < 3; k++) {
+            uint32_t t = want[k], x = UINT32_MAX;
+            if (t >= n)
+                continue;
+            if (k == 2)
+                usleep(300); /* the sender refills the ring behind what waits in the queue */
+            PSP_Request r;
+            REQUIRE(PSP_Receive(p, &x, 4, buf, sizeof buf, k < 2 ? tag_is : NULL, &t, &r) == 0,
+                    "receive of message %u", t);
+            REQUIRE(x == t, "message %u came where %u was due", x, t);
+            CHECK_EQ_U64(r.len, ring_len(t));
+            REQUIRE(check_content(buf, t, r.copied) == 0, "message %u: content", t);
+        }
+    }
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_MsgInfo info;
+    CHECK_EQ_I64(PSP_IProbe(p, NULL, NULL, &info), 0); /* nothing twice */
+    if (!peer_is_remote()) {
+        CHECK_EQ_U64(a->rings_opened - opened, 1); /* one pair, one ring */
+        CHECK_GT_U64(a->ring_moved - moved, 0);    /* skipped ones waited in the queue */
+    }
+    PSP_ClosePort(p);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+#define FULL_N 20000
+#define LATE_N 9
+
+TEST(local_ring_full_sender_waits_and_a_sleeping_receiver_is_woken)
+{
+    int waiting[2];
+    REQUIRE(pipe(waiting) == 0, "pipe");
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(waiting[1]);
+        uint16_t peer = as_sender();
+        PSP_Port *p = open_port(PSP_ANYPORT);
+        ready_wait();
+        uint8_t buf[100];
+        for (uint32_t i = 0; i < FULL_N + LATE_N; i++) {
+            char c;
+            if (i >= FULL_N && read(waiting[0], &c, 1) != 1)
+                _exit(4);
+            if (i >= FULL_N)
+                usleep(25000); /* the receiver is asleep in the kernel by then */
+            fill(buf, i, sizeof buf);
+            if (send_retry(p, PSP_PORTID(peer, 112), &i, 4, buf, sizeof buf))
+                _exit(2);
+        }
+        PSP_ClosePort(p);
+        _exit(0);
+    }
+    close(waiting[0]);
+    as_receiver();
+    PSP_Port *p = open_port(112);
+    ready_post(1);
+    usleep(200000); /* no progress here: the ring fills and the sender has to wait */
+    uint8_t buf[128];
+    double late[LATE_N];
+    for (uint32_t i = 0; i < FULL_N + LATE_N; i++) {
+        uint32_t x = UINT32_MAX;
+        PSP_Request r;
+        double t0 = now_ms();
+        if (i >= FULL_N) /* the sender waits for this, then 25 ms more, then sends */
+            REQUIRE(write(waiting[1], "w", 1) == 1, "pipe");
+        REQUIRE(PSP_Receive(p, &x, 4, buf, sizeof buf, NULL, NULL, &r) == 0, "receive %u", i);
+        if (i >= FULL_N)
+            late[i - FULL_N] = now_ms() - t0;
+        REQUIRE(x == i, "message %u came where %u was due", x, i);
+        REQUIRE(r.len == 100 && check_content(buf, i, 100) == 0, "message %u: content", i);
+    }
+    CHECK_EQ_I64(reap(pid), 0);
+    /* Each late message was sent 25 ms after the receiver began to wait for it; a receiver
+     * asleep and not woken would see it only at its 100 ms re-check. */
+    qsort(late, LATE_N, sizeof late[0], cmp_double);
+    CHECK(late[LATE_N / 2] < 60, "median wait for a late message %.1f ms", late[LATE_N / 2]);
+    PSP_ClosePort(p);
+}
+
+TEST(local_ring_follows_the_receivers_port_closing_and_reopening)
+{
+    if (peer_is_remote())
+        SKIP("local rings: the receiver must be on this node");
+    int to_s[2], to_r[2];
+    REQUIRE(pipe(to_s) == 0 && pipe(to_r) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) { /* receiver: one message, close, reopen, one more */
+        close(to_s[0]);
+        close(to_r[1]);
+        as_receiver();
+        char c = 'o', buf[16];
+        PSP_Port *p = open_port(113);
+        PSP_Request r;
+        if (write(to_s[1], &c, 1) != 1 ||
+            PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r) || r.len != 5 ||
+            memcmp(buf, "first", 5))
+            _exit(2);
+        PSP_ClosePort(p);
+        if (write(to_s[1], &c, 1) != 1 || read(to_r[0], &c, 1) != 1)
+            _exit(2);
+        p = open_port(113);
+        if (write(to_s[1], &c, 1) != 1 ||
+            PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r) || r.len != 6 ||
+            memcmp(buf, "second", 6))
+            _exit(3);
+        PSP_ClosePort(p);
+        _exit(0);
+    }
+    close(to_s[1]);
+    close(to_r[0]);
+    uint16_t peer = as_sender();
+    struct pulc_area *a = pulc_hal_self()->area;
+    uint64_t opened = a->rings_opened;
+    PSP_Port *s = open_port(PSP_ANYPORT);
+    char c;
+    REQUIRE(read(to_s[0], &c, 1) == 1, "receiver open");
+    CHECK_OK(PSP_Send(s, PSP_PORTID(peer, 113), NULL, 0, "first", 5));
+    REQUIRE(read(to_s[0], &c, 1) == 1, "receiver closed");
+    CHECK_EQ_I64(PSP_Send(s, PSP_PORTID(peer, 113), NULL, 0, "lost!", 5), -ECONNREFUSED);
+    REQUIRE(write(to_r[1], "g", 1) == 1 && read(to_s[0], &c, 1) == 1, "receiver reopened");
+    CHECK_OK(PSP_Send(s, PSP_PORTID(peer, 113), NULL, 0, "second", 6));
+    CHECK_EQ_I64(reap(pid), 0);
+    CHECK_EQ_U64(a->rings_opened - opened, 2); /* one per incarnation of the port */
+    PSP_ClosePort(s);
+    CHECK_EQ_U64(pulc_ring_used(a), 0); /* both ends closed: every ring free again */
 }
 
 /* ---- rawdata ---- */

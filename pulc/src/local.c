@@ -1,0 +1,221 @@
+/*
+ * local.c — the process's side of local rings (lring.h): a sending port's ring to each local
+ * destination, the lock-free send and receive, and the move into the port's queue when the
+ * first posted receive does not take a ring message.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lring.h"
+#include "pulc_int.h"
+
+/* Wake the receiver only if it sleeps: the store of the ring's head must be visible before
+ * we read sleepers, as the sleeper counts itself before it looks at the rings (pulc_wait). */
+static void ring_wake(struct pulc_area *a, uint32_t p)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pulc_port_at(a, p)->sleepers, __ATOMIC_RELAXED))
+        pulc_port_wake(a, p);
+}
+
+static int lock_once(struct pulc_area *a, int *locked)
+{
+    if (*locked)
+        return 0;
+    int rc = pulc_area_lock(a);
+    if (!rc)
+        *locked = 1;
+    return rc;
+}
+
+/* The ring of port to dest, opening one at the first message (PULC_NONE: use the queue).
+ * A ring whose receiver closed is closed here and a new one tried (a new port there). */
+static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, int *locked)
+{
+    struct pulc_area *a = P->node.area;
+    uint32_t k = port->last_peer;
+    if (k >= port->npeers || port->peers[k].dest != dest)
+        for (k = 0; k < port->npeers && port->peers[k].dest != dest; k++)
+            ;
+    if (k < port->npeers) {
+        port->last_peer = k;
+        uint32_t ring = port->peers[k].ring;
+        if (ring == PULC_NONE ||
+            !(__atomic_load_n(&pulc_ring_at(a, ring)->closed, __ATOMIC_ACQUIRE) &
+              PULC_RING_RECEIVER_CLOSED))
+            return ring;
+        if (lock_once(a, locked))
+            return PULC_NONE;
+        pulc_ring_close_end_locked(a, ring, PULC_RING_SENDER_CLOSED);
+        port->peers[k] = port->peers[--port->npeers];
+    }
+    if (lock_once(a, locked))
+        return PULC_NONE;
+    uint32_t num = PSP_PORTID_NUMBER(dest);
+    struct pulc_port *pt = pulc_port_at(a, num);
+    if (pt->state != PULC_PORT_OPEN || pt->kind != PULC_KIND_D)
+        return PULC_NONE; /* the queue path reports it; a ring may come when it is open */
+    if (port->npeers == port->cap_peers) {
+        uint32_t c = port->cap_peers ? 2 * port->cap_peers : 8;
+        struct pulc_lpeer *n = realloc(port->peers, c * sizeof *n);
+        if (!n)
+            return PULC_NONE; /* not remembered: asked again next time */
+        port->peers = n;
+        port->cap_peers = c;
+    }
+    uint32_t ring = pulc_ring_open_locked(a, port->idx, num);
+    if (ring == PULC_NONE)
+        a->rings_none++;
+    port->last_peer = port->npeers;
+    port->peers[port->npeers++] = (struct pulc_lpeer){dest, ring};
+    return ring;
+}
+
+int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
+                    int (*try_local)(struct pulc_proc *, PSP_Request *, uint32_t ring))
+{
+    struct pulc_area *a = P->node.area;
+    uint32_t ring = PULC_NONE;
+    if (P->ring_max && r->p_kind == PSP_PORT_D && r->p_port->kind == PSP_PORT_D)
+        ring = peer_ring(P, r->p_port, r->p_dest, locked);
+    if (ring != PULC_NONE && (uint32_t)r->xlen + r->len <= P->ring_max) {
+        if (!pulc_ring_put(a, ring, PULC_RENT_MSG, r->p_msg_id, r->p_xhdr, r->xlen, r->p_sbuf,
+                           r->len, 0))
+            return 0;
+        ring_wake(a, PSP_PORTID_NUMBER(r->p_dest));
+        return 2;
+    }
+    int rc = lock_once(a, locked);
+    return rc ? rc : try_local(P, r, ring);
+}
+
+/* The receive a new message is offered to: the first one posted and not yet matched. */
+static PSP_Request *first_posted(PSP_Port *port)
+{
+    for (PSP_Request *r = port->rq_head; r; r = r->p_next)
+        if (r->p_state == PULC_RQ_RECV_POSTED)
+            return r;
+    return NULL;
+}
+
+/* Offer ring message e to the first posted receive; 1 taken (request completed). */
+static int offer(struct pulc_proc *P, PSP_Port *port, const struct pulc_ring *ring,
+                 const struct pulc_rent *e)
+{
+    PSP_Request *r = first_posted(port);
+    if (!r)
+        return 0;
+    PSP_MsgInfo info = {PSP_PORTID(P->node.node_id, ring->src_port), e->len, e->xlen, e + 1};
+    PSP_Request *to = r;
+    if (r->p_place) {
+        void *buf = NULL;
+        uint32_t len = 0;
+        to = r->p_place(&info, r->p_arg, &buf, &len);
+        if (!to)
+            return 0;
+        recv_init(to, port, NULL, 0, buf, buf ? len : 0);
+    } else if (r->p_accept && !r->p_accept(&info, r->p_arg)) {
+        return 0;
+    }
+    to->src = info.src;
+    to->len = e->len;
+    to->xlen = e->xlen;
+    if (to->p_xmax)
+        memcpy(to->p_xbuf, e + 1, e->xlen < to->p_xmax ? e->xlen : to->p_xmax);
+    uint32_t n = e->len < to->p_buflen ? e->len : to->p_buflen;
+    if (n)
+        memcpy(to->p_rbuf, (const uint8_t *)(e + 1) + e->xlen, n);
+    to->copied = n;
+    if (to == r)
+        rq_remove(&port->rq_head, &port->rq_tail, r);
+    rq_complete(to, e->len > to->p_buflen ? -EMSGSIZE : 0);
+    return 1;
+}
+
+int pulc_local_take(struct pulc_proc *P, PSP_Port *port)
+{
+    struct pulc_area *a = P->node.area;
+    struct pulc_port *pt = pulc_port_at(a, port->idx);
+    if (__atomic_load_n(&pt->rings_gen, __ATOMIC_ACQUIRE) != port->rx_rings_gen)
+        return 1; /* listed again under the lock */
+    int left = 0;
+    for (uint32_t k = 0; k < port->nrx_rings; k++) {
+        uint32_t i = port->rx_rings[k];
+        struct pulc_ring *ring = pulc_ring_at(a, i);
+        const struct pulc_rent *e;
+        while ((e = pulc_ring_peek(a, i)) != NULL) {
+            if (ring->pending || e->kind != PULC_RENT_MSG || !offer(P, port, ring, e)) {
+                left = 1;
+                break;
+            }
+            pt->msgs_in++;
+            pt->bytes_in += e->len;
+            port->activity++;
+            pulc_ring_consume(a, i, e);
+        }
+        if (!e && (__atomic_load_n(&ring->closed, __ATOMIC_ACQUIRE) & PULC_RING_SENDER_CLOSED))
+            left = 1; /* drained and its sender gone: close it under the lock */
+    }
+    return left;
+}
+
+int pulc_local_move_locked(struct pulc_proc *P, PSP_Port *port)
+{
+    struct pulc_area *a = P->node.area;
+    struct pulc_port *pt = pulc_port_at(a, port->idx);
+    int rc = 0;
+    for (int again = 1; again;) {
+        again = 0;
+        port->rx_rings_gen = __atomic_load_n(&pt->rings_gen, __ATOMIC_ACQUIRE);
+        port->nrx_rings = 0;
+        for (uint32_t i = pt->rings; i != PULC_NONE; i = pulc_ring_at(a, i)->next) {
+            if (port->nrx_rings == port->cap_rx_rings) {
+                uint32_t c = port->cap_rx_rings ? 2 * port->cap_rx_rings : 8;
+                uint32_t *n = realloc(port->rx_rings, c * sizeof *n);
+                if (!n)
+                    return -ENOMEM;
+                port->rx_rings = n;
+                port->cap_rx_rings = c;
+            }
+            port->rx_rings[port->nrx_rings++] = i;
+        }
+        for (uint32_t k = 0; k < port->nrx_rings; k++) {
+            uint32_t i = port->rx_rings[k];
+            struct pulc_ring *ring = pulc_ring_at(a, i);
+            if (pulc_ring_move_locked(a, i, P->node.node_id)) {
+                rc = -ENOBUFS;
+                continue;
+            }
+            if ((__atomic_load_n(&ring->closed, __ATOMIC_ACQUIRE) & PULC_RING_SENDER_CLOSED) &&
+                !ring->pending && !pulc_ring_peek(a, i)) {
+                pulc_ring_close_end_locked(a, i, PULC_RING_RECEIVER_CLOSED);
+                again = 1; /* the list changed */
+            }
+        }
+    }
+    return rc;
+}
+
+int pulc_local_ready(struct pulc_proc *P, PSP_Port *port)
+{
+    struct pulc_area *a = P->node.area;
+    if (__atomic_load_n(&pulc_port_at(a, port->idx)->rings_gen, __ATOMIC_ACQUIRE) !=
+        port->rx_rings_gen)
+        return 1;
+    for (uint32_t k = 0; k < port->nrx_rings; k++) {
+        struct pulc_ring *ring = pulc_ring_at(a, port->rx_rings[k]);
+        if (__atomic_load_n(&ring->head, __ATOMIC_ACQUIRE) != ring->tail)
+            return 1;
+    }
+    return 0;
+}
+
+void pulc_local_forget(PSP_Port *port)
+{
+    free(port->peers);
+    free(port->rx_rings);
+    port->peers = NULL;
+    port->rx_rings = NULL;
+    port->npeers = port->nrx_rings = 0;
+}

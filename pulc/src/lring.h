@@ -1,0 +1,138 @@
+/*
+ * lring.h — local rings: lock-free paths for local port-D messages, one ring per pair of
+ * ports (sender port, receiver port) on a node.
+ *
+ * Why: through the port queues every local message takes the area lock twice (sender queues,
+ * receiver takes), and on two busy cores the lock's cache line and the shared free lists
+ * bounce between them: osu_mbw_mr on one node spent half its time in the lock.  A ring has one
+ * writer and one reader, so a small message costs a copy in, a release store, a copy out.
+ *
+ * Order: once a sender port has a ring to a receiver port, every message it sends there
+ * passes the ring, in order.  A message that fits (xlen + len up to PSP_LOCAL_RING_MAX) is
+ * written into it whole (MSG); a larger one is queued as before but HIDDEN from receives, and
+ * a TICKET in the ring names it.  The receiver takes ring messages straight into its first
+ * posted receive (port.c, no lock), or moves them into the port's queue under the lock
+ * (tickets: unhide the message and queue it at the end) when that receive does not take
+ * them; while moved messages of a ring are still unclaimed (`pending`), later ones are moved
+ * too, so a sender's messages are always offered in the order sent.
+ *
+ * Life: a ring is opened by the sender at its first local message to a port (under the area
+ * lock; when none is free the pair uses the queue for good) and freed when both ends are
+ * closed: the sender's when its port closes or it sees the receiver's end closed, the
+ * receiver's when its port closes or it drained a ring whose sender closed.  Only the sender
+ * frees a ring whose receiver is gone, so a sender never writes into a ring reused by others.
+ * Everything is in the area, at offsets; pulc_area_repair rebuilds the lists from the states.
+ */
+#ifndef PSPORT_PULC_LRING_H
+#define PSPORT_PULC_LRING_H
+
+#include <stdint.h>
+
+#include "marea.h"
+
+enum pulc_ring_state { PULC_RING_FREE = 0, PULC_RING_OPEN = 1 };
+
+#define PULC_RING_SENDER_CLOSED   0x1u
+#define PULC_RING_RECEIVER_CLOSED 0x2u
+
+struct pulc_ring {
+    /* set under the area lock */
+    uint32_t state;             /* enum pulc_ring_state */
+    uint32_t src_port, src_gen; /* the sender's port and its generation */
+    uint32_t dst_port, dst_gen; /* the receiver's port and its generation */
+    uint32_t next;              /* next ring of the receiver's port, or of the free list */
+    uint32_t closed;            /* atomic: PULC_RING_*_CLOSED */
+    uint32_t pending;           /* moved into the port's queue, not yet claimed (receiver) */
+    uint8_t pad0[32];
+    uint64_t head __attribute__((aligned(64))); /* bytes written (sender, release) */
+    uint8_t pad1[56];
+    uint64_t tail __attribute__((aligned(64))); /* bytes consumed (receiver, release) */
+    uint8_t pad2[56];
+};
+
+enum pulc_rent_kind { PULC_RENT_PAD = 1, PULC_RENT_MSG = 2, PULC_RENT_TICKET = 3 };
+
+#define PULC_RENT_ALIGN 64u
+
+/* An entry in a ring's data: the header, then xlen extra header bytes, then len bytes. */
+struct pulc_rent {
+    uint32_t size; /* bytes of the whole entry, a multiple of PULC_RENT_ALIGN */
+    uint8_t kind;  /* enum pulc_rent_kind */
+    uint8_t proto; /* the protocol (PULC_PROTO_D) */
+    uint16_t xlen; /* extra header bytes */
+    uint32_t len;  /* payload bytes */
+    uint32_t msg_id;
+    uint32_t ticket; /* TICKET: the hidden message's descriptor */
+    uint32_t pad;
+};
+
+static inline struct pulc_ring *pulc_ring_at(struct pulc_area *a, uint32_t i)
+{
+    return (struct pulc_ring *)((uint8_t *)a + a->off_rings) + i;
+}
+
+static inline uint8_t *pulc_ring_data(struct pulc_area *a, uint32_t i)
+{
+    return (uint8_t *)a + a->off_ring_data + (uint64_t)i * a->cfg.ring_bytes;
+}
+
+/* Bytes an entry with xlen + len bytes takes in a ring. */
+static inline uint32_t pulc_rent_size(uint32_t xlen, uint32_t len)
+{
+    return (uint32_t)((sizeof(struct pulc_rent) + xlen + len + PULC_RENT_ALIGN - 1) /
+                      PULC_RENT_ALIGN * PULC_RENT_ALIGN);
+}
+
+/* The largest xlen + len a ring of the area takes whole (a quarter of a ring, header off). */
+uint32_t pulc_ring_max(const struct pulc_area *a);
+
+/*
+ * Open a ring from port src to port dst (caller holds the area lock; both open, dst a port-D
+ * port): taken off the free list, attached to dst's list.  PULC_NONE when none is free.
+ */
+uint32_t pulc_ring_open_locked(struct pulc_area *a, uint32_t src, uint32_t dst);
+
+/* Close one end of ring r (caller holds the area lock); freed when both are closed.  The
+ * receiver's end leaves dst's list. */
+void pulc_ring_close_end_locked(struct pulc_area *a, uint32_t r, uint32_t end);
+
+/* Port p closes (caller holds the area lock): close every ring end it holds, either role. */
+void pulc_ring_port_closed_locked(struct pulc_area *a, uint32_t p);
+
+/* Rings open now (not free). */
+uint32_t pulc_ring_used(struct pulc_area *a);
+
+/* Rebuild the ring lists from their states (pulc_area_repair): returns rings that moved. */
+unsigned pulc_ring_repair(struct pulc_area *a);
+
+/*
+ * Sender: append an entry to ring r (no lock: the ring has one writer).  MSG carries xhdr and
+ * data; TICKET names descriptor ticket.  Returns 1, or 0 when the ring has no room now.
+ */
+int pulc_ring_put(struct pulc_area *a, uint32_t r, uint8_t kind, uint32_t msg_id, const void *xhdr,
+                  uint16_t xlen, const void *data, uint32_t len, uint32_t ticket);
+
+/* Sender: 1 when an entry of size bytes would fit in ring r now. */
+int pulc_ring_room(struct pulc_area *a, uint32_t r, uint32_t size);
+
+/*
+ * Receiver: the oldest entry of ring r (pads skipped), or NULL when it is empty.  A broken
+ * entry (bad size) closes the ring's receiver end and returns NULL.
+ */
+const struct pulc_rent *pulc_ring_peek(struct pulc_area *a, uint32_t r);
+
+/* Receiver: done with entry e of ring r (its bytes may be written again). */
+void pulc_ring_consume(struct pulc_area *a, uint32_t r, const struct pulc_rent *e);
+
+/* A message that came through a ring leaves it behind (claimed, or freed unclaimed): the
+ * ring's pending count drops (caller holds the area lock). */
+void pulc_ring_unpend(struct pulc_area *a, struct pulc_msg *m);
+
+/*
+ * Move every entry of ring r into the port's queue (caller holds the area lock, is the
+ * receiver): MSG becomes a queued message, TICKET unhides its message at the queue's end.
+ * Returns 0, or -ENOBUFS when descriptors or fragments ran out (the rest stays in the ring).
+ */
+int pulc_ring_move_locked(struct pulc_area *a, uint32_t r, uint16_t node_id);
+
+#endif
