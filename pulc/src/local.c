@@ -30,8 +30,10 @@ static int lock_once(struct pulc_area *a, int *locked)
 }
 
 /* The ring of port to dest, opening one at the first message (PULC_NONE: use the queue).
- * A ring whose receiver closed is closed here and a new one tried (a new port there). */
-static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, int *locked)
+ * A ring whose receiver closed is closed here and a new one tried (a new port there).
+ * *peer is set to the destination's entry when a ring is returned. */
+static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, int *locked,
+                          struct pulc_lpeer **peer)
 {
     struct pulc_area *a = P->node.area;
     uint32_t k = port->last_peer;
@@ -41,6 +43,7 @@ static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, 
     if (k < port->npeers) {
         port->last_peer = k;
         uint32_t ring = port->peers[k].ring;
+        *peer = &port->peers[k];
         if (ring == PULC_NONE ||
             !(__atomic_load_n(&pulc_ring_at(a, ring)->closed, __ATOMIC_ACQUIRE) &
               PULC_RING_RECEIVER_CLOSED))
@@ -68,7 +71,8 @@ static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, 
     if (ring == PULC_NONE)
         a->rings_none++;
     port->last_peer = port->npeers;
-    port->peers[port->npeers++] = (struct pulc_lpeer){dest, ring};
+    *peer = &port->peers[port->npeers];
+    port->peers[port->npeers++] = (struct pulc_lpeer){dest, ring, 0};
     return ring;
 }
 
@@ -77,11 +81,12 @@ int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
 {
     struct pulc_area *a = P->node.area;
     uint32_t ring = PULC_NONE;
+    struct pulc_lpeer *peer = NULL;
     if (P->ring_max && r->p_kind == PSP_PORT_D && r->p_port->kind == PSP_PORT_D)
-        ring = peer_ring(P, r->p_port, r->p_dest, locked);
+        ring = peer_ring(P, r->p_port, r->p_dest, locked, &peer);
     if (ring != PULC_NONE && (uint32_t)r->xlen + r->len <= P->ring_max) {
-        if (!pulc_ring_put(a, ring, PULC_RENT_MSG, r->p_msg_id, r->p_xhdr, r->xlen, r->p_sbuf,
-                           r->len, 0))
+        if (!pulc_ring_put(a, ring, &peer->tail_seen, PULC_RENT_MSG, r->p_msg_id, r->p_xhdr,
+                           r->xlen, r->p_sbuf, r->len, 0))
             return 0;
         ring_wake(a, PSP_PORTID_NUMBER(r->p_dest));
         return 2;

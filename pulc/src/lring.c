@@ -131,22 +131,28 @@ unsigned pulc_ring_repair(struct pulc_area *a)
     return moved;
 }
 
-int pulc_ring_room(struct pulc_area *a, uint32_t i, uint32_t size)
+int pulc_ring_room(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint32_t size)
 {
     struct pulc_ring *r = pulc_ring_at(a, i);
     uint32_t cap = a->cfg.ring_bytes;
-    uint64_t head = r->head, tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+    uint64_t head = r->head;
     uint32_t to_end = cap - (uint32_t)(head & (cap - 1));
     uint64_t need = size <= to_end ? size : (uint64_t)to_end + size;
+    if (tail_seen && head + need - *tail_seen <= cap)
+        return 1;
+    uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+    if (tail_seen)
+        *tail_seen = tail;
     return head + need - tail <= cap;
 }
 
-int pulc_ring_put(struct pulc_area *a, uint32_t i, uint8_t kind, uint32_t msg_id, const void *xhdr,
-                  uint16_t xlen, const void *data, uint32_t len, uint32_t ticket)
+int pulc_ring_put(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint8_t kind,
+                  uint32_t msg_id, const void *xhdr, uint16_t xlen, const void *data, uint32_t len,
+                  uint32_t ticket)
 {
     struct pulc_ring *r = pulc_ring_at(a, i);
     uint32_t cap = a->cfg.ring_bytes, size = pulc_rent_size(xlen, len);
-    if (!pulc_ring_room(a, i, size))
+    if (!pulc_ring_room(a, i, tail_seen, size))
         return 0;
     uint8_t *base = pulc_ring_data(a, i);
     uint64_t head = r->head;

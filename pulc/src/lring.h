@@ -22,6 +22,9 @@
  * receiver's when its port closes or it drained a ring whose sender closed.  Only the sender
  * frees a ring whose receiver is gone, so a sender never writes into a ring reused by others.
  * Everything is in the area, at offsets; pulc_area_repair rebuilds the lists from the states.
+ * A sender that dies holding the area lock between queuing a hidden message and writing its
+ * ticket leaves that message hidden until the receiver's port closes (nobody can tell it
+ * was to come).
  */
 #ifndef PSPORT_PULC_LRING_H
 #define PSPORT_PULC_LRING_H
@@ -107,17 +110,20 @@ unsigned pulc_ring_repair(struct pulc_area *a);
 
 /*
  * Sender: append an entry to ring r (no lock: the ring has one writer).  MSG carries xhdr and
- * data; TICKET names descriptor ticket.  Returns 1, or 0 when the ring has no room now.
+ * data; TICKET names descriptor ticket.  tail_seen (may be NULL) is the sender's copy of the
+ * reader's position: the reader's cache line is read only when that copy says "full".
+ * Returns 1, or 0 when the ring has no room now.
  */
-int pulc_ring_put(struct pulc_area *a, uint32_t r, uint8_t kind, uint32_t msg_id, const void *xhdr,
-                  uint16_t xlen, const void *data, uint32_t len, uint32_t ticket);
+int pulc_ring_put(struct pulc_area *a, uint32_t r, uint64_t *tail_seen, uint8_t kind,
+                  uint32_t msg_id, const void *xhdr, uint16_t xlen, const void *data, uint32_t len,
+                  uint32_t ticket);
 
-/* Sender: 1 when an entry of size bytes would fit in ring r now. */
-int pulc_ring_room(struct pulc_area *a, uint32_t r, uint32_t size);
+/* Sender: 1 when an entry of size bytes would fit in ring r now (tail_seen as above). */
+int pulc_ring_room(struct pulc_area *a, uint32_t r, uint64_t *tail_seen, uint32_t size);
 
 /*
  * Receiver: the oldest entry of ring r (pads skipped), or NULL when it is empty.  A broken
- * entry (bad size) closes the ring's receiver end and returns NULL.
+ * entry (bad size: a writer that scribbled) is logged and the ring's content dropped.
  */
 const struct pulc_rent *pulc_ring_peek(struct pulc_area *a, uint32_t r);
 

@@ -261,7 +261,7 @@ static int try_local(struct pulc_proc *P, PSP_Request *r, uint32_t ring)
     uint32_t need = direct ? 0 : pulc_frags_needed(a, r->len, r->len);
     if (a->msgs_free == 0 || a->frags_free < need)
         return 0;
-    if (ring != PULC_NONE && !pulc_ring_room(a, ring, pulc_rent_size(0, 0)))
+    if (ring != PULC_NONE && !pulc_ring_room(a, ring, NULL, pulc_rent_size(0, 0)))
         return 0;
     uint32_t i = pulc_msg_alloc(a);
     struct pulc_msg *m = pulc_msg_at(a, i);
@@ -289,7 +289,7 @@ static int try_local(struct pulc_proc *P, PSP_Request *r, uint32_t ring)
     }
     pulc_msg_enqueue(a, num, i);
     if (ring != PULC_NONE)
-        pulc_ring_put(a, ring, PULC_RENT_TICKET, r->p_msg_id, NULL, 0, NULL, 0, i);
+        pulc_ring_put(a, ring, NULL, PULC_RENT_TICKET, r->p_msg_id, NULL, 0, NULL, 0, i);
     pt->bytes_in += r->len;
     a->local_msgs++;
     return 1;

@@ -32,6 +32,7 @@ enum pulc_rq_state {
 struct pulc_lpeer {
     PSP_PortId dest;
     uint32_t ring;
+    uint64_t tail_seen; /* the ring's reader position as last read */
 };
 
 struct PSP_Port {
