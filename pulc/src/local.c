@@ -77,7 +77,8 @@ static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, 
 }
 
 int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
-                    int (*try_local)(struct pulc_proc *, PSP_Request *, uint32_t ring))
+                    int (*try_local)(struct pulc_proc *, PSP_Request *, uint32_t ring,
+                                     uint64_t *tail_seen))
 {
     struct pulc_area *a = P->node.area;
     uint32_t ring = PULC_NONE;
@@ -92,7 +93,7 @@ int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
         return 2;
     }
     int rc = lock_once(a, locked);
-    return rc ? rc : try_local(P, r, ring);
+    return rc ? rc : try_local(P, r, ring, peer ? &peer->tail_seen : NULL);
 }
 
 /* The receive a new message is offered to: the first one posted and not yet matched. */
@@ -150,6 +151,11 @@ int pulc_local_take(struct pulc_proc *P, PSP_Port *port)
         struct pulc_ring *ring = pulc_ring_at(a, i);
         const struct pulc_rent *e;
         while ((e = pulc_ring_peek(a, i)) != NULL) {
+            /* A ticket's sender bumps the port's event after it let go of the area lock:
+             * that sends us to the lock (progress_port), not the ticket, which we may see
+             * while the sender still holds it (and then only slow it down). */
+            if (e->kind == PULC_RENT_TICKET)
+                break;
             if (ring->pending || e->kind != PULC_RENT_MSG || !offer(P, port, ring, e)) {
                 left = 1;
                 break;

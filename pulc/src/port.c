@@ -246,9 +246,11 @@ static int post_remote(struct pulc_proc *P, PSP_Request *r)
 /*
  * Try a local send under the area lock: 1 done (or DIRECT queued), 0 no room yet, or a
  * negative errno (the port is gone).  With a local ring to the port the message is queued
- * hidden and a ticket in the ring shows it to the receiver in its turn (lring.h).
+ * hidden and a ticket in the ring shows it to the receiver in its turn (lring.h) — unless
+ * the ring is empty: then everything sent before is in the queue or taken, and the message
+ * is queued visible, counted in the ring's pending so later ring messages wait for it.
  */
-static int try_local(struct pulc_proc *P, PSP_Request *r, uint32_t ring)
+static int try_local(struct pulc_proc *P, PSP_Request *r, uint32_t ring, uint64_t *tail_seen)
 {
     struct pulc_area *a = P->node.area;
     uint32_t num = PSP_PORTID_NUMBER(r->p_dest);
@@ -261,8 +263,15 @@ static int try_local(struct pulc_proc *P, PSP_Request *r, uint32_t ring)
     uint32_t need = direct ? 0 : pulc_frags_needed(a, r->len, r->len);
     if (a->msgs_free == 0 || a->frags_free < need)
         return 0;
-    if (ring != PULC_NONE && !pulc_ring_room(a, ring, NULL, pulc_rent_size(0, 0)))
-        return 0;
+    int ticket = 0;
+    if (ring != PULC_NONE) {
+        struct pulc_ring *rg = pulc_ring_at(a, ring);
+        if (*tail_seen != rg->head) /* our copy says "not empty": look at the reader's */
+            *tail_seen = __atomic_load_n(&rg->tail, __ATOMIC_ACQUIRE);
+        ticket = *tail_seen != rg->head;
+        if (ticket && !pulc_ring_room(a, ring, tail_seen, pulc_rent_size(0, 0)))
+            return 0;
+    }
     uint32_t i = pulc_msg_alloc(a);
     struct pulc_msg *m = pulc_msg_at(a, i);
     m->src = PSP_GetPortId(r->p_port);
@@ -284,12 +293,14 @@ static int try_local(struct pulc_proc *P, PSP_Request *r, uint32_t ring)
         return 0;
     }
     if (ring != PULC_NONE) {
-        m->flags |= PULC_MSG_HIDDEN | PULC_MSG_RING;
+        m->flags |= PULC_MSG_RING | (ticket ? PULC_MSG_HIDDEN : 0);
         m->ring = ring;
+        if (!ticket) /* under the area lock, published with the ring's next head */
+            pulc_ring_at(a, ring)->pending++;
     }
     pulc_msg_enqueue(a, num, i);
-    if (ring != PULC_NONE)
-        pulc_ring_put(a, ring, NULL, PULC_RENT_TICKET, r->p_msg_id, NULL, 0, NULL, 0, i);
+    if (ticket)
+        pulc_ring_put(a, ring, tail_seen, PULC_RENT_TICKET, r->p_msg_id, NULL, 0, NULL, 0, i);
     pt->bytes_in += r->len;
     a->local_msgs++;
     return 1;
@@ -714,7 +725,7 @@ static void progress_port(struct pulc_proc *P, PSP_Port *port)
     if (pulc_area_lock(a))
         return;
     port->seen_event = ev;
-    if (rings_left && pulc_local_move_locked(P, port))
+    if ((rings_left || pulc_local_ready(P, port)) && pulc_local_move_locked(P, port))
         port->seen_event--; /* out of descriptors: try again at the next pass */
     PSP_Request *direct = NULL;
     for (PSP_Request *r = port->rq_head, *next; r; r = next) {

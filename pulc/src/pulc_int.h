@@ -150,7 +150,8 @@ void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req);
  * (*locked set).  try_local is port.c's queue path (caller holds the lock).
  */
 int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
-                    int (*try_local)(struct pulc_proc *, PSP_Request *, uint32_t ring));
+                    int (*try_local)(struct pulc_proc *, PSP_Request *, uint32_t ring,
+                                     uint64_t *tail_seen));
 
 /* Receiver: offer ring messages of port to its first posted receive without the lock.
  * Returns 1 when something is left that needs the lock (pulc_local_move_locked). */
