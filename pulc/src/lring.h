@@ -10,11 +10,12 @@
  * Order: once a sender port has a ring to a receiver port, every message it sends there
  * passes the ring, in order.  A message that fits (xlen + len up to PSP_LOCAL_RING_MAX) is
  * written into it whole (MSG); a larger one is queued as before but HIDDEN from receives, and
- * a TICKET in the ring names it.  The receiver takes ring messages straight into its first
- * posted receive (port.c, no lock), or moves them into the port's queue under the lock
- * (tickets: unhide the message and queue it at the end) when that receive does not take
- * them; while moved messages of a ring are still unclaimed (`pending`), later ones are moved
- * too, so a sender's messages are always offered in the order sent.
+ * a TICKET in the ring names it — or, when the ring is empty (all sent before is taken or
+ * moved), queued visible and counted in `pending` by the sender under the lock.  The receiver takes
+ * ring messages straight into its first posted receive (port.c, no lock), or moves them into the
+ * port's queue under the lock (tickets: unhide the message and queue it at the end) when that
+ * receive does not take them; while moved messages of a ring are still unclaimed (`pending`), later
+ * ones are moved too, so a sender's messages are always offered in the order sent.
  *
  * Life: a ring is opened by the sender at its first local message to a port (under the area
  * lock; when none is free the pair uses the queue for good) and freed when both ends are
