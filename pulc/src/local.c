@@ -105,25 +105,20 @@ static PSP_Request *first_posted(PSP_Port *port)
     return NULL;
 }
 
-/* Offer ring message e to the first posted receive; 1 taken (request completed). */
+/* Offer ring message e to the first posted receive; 1 taken (request completed).  Only
+ * receives that take any message and standing receives are offered here: a place callback is
+ * offered queued messages again whenever the queue changes anyway, an accept callback would
+ * see the message twice if it passed it by here. */
 static int offer(struct pulc_proc *P, PSP_Port *port, const struct pulc_ring *ring,
                  const struct pulc_rent *e)
 {
     PSP_Request *r = first_posted(port);
-    if (!r)
-        return 0;
+    if (!r || r->p_accept)
+        return 0; /* an accept callback sees it once, in the queue (offered there anyway) */
     PSP_MsgInfo info = {PSP_PORTID(P->node.node_id, ring->src_port), e->len, e->xlen, e + 1};
-    PSP_Request *to = r;
-    if (r->p_place) {
-        void *buf = NULL;
-        uint32_t len = 0;
-        to = r->p_place(&info, r->p_arg, &buf, &len);
-        if (!to)
-            return 0;
-        recv_init(to, port, NULL, 0, buf, buf ? len : 0);
-    } else if (r->p_accept && !r->p_accept(&info, r->p_arg)) {
+    PSP_Request *to = rq_offer(r, port, &info);
+    if (!to)
         return 0;
-    }
     to->src = info.src;
     to->len = e->len;
     to->xlen = e->xlen;
@@ -194,7 +189,11 @@ int pulc_local_move_locked(struct pulc_proc *P, PSP_Port *port)
         for (uint32_t k = 0; k < port->nrx_rings; k++) {
             uint32_t i = port->rx_rings[k];
             struct pulc_ring *ring = pulc_ring_at(a, i);
-            if (pulc_ring_move_locked(a, i, P->node.node_id)) {
+            uint64_t tail = ring->tail;
+            int moved = pulc_ring_move_locked(a, i, P->node.node_id);
+            if (ring->tail != tail)
+                port->activity++; /* the queue changed without an event: PSP_WaitPort sees it */
+            if (moved) {
                 rc = -ENOBUFS;
                 continue;
             }

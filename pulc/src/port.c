@@ -535,17 +535,9 @@ static int match(struct pulc_area *a, PSP_Port *port, PSP_Request *r)
             continue;
         }
         PSP_MsgInfo info = {m->src, m->total, m->xlen, m->xhdr};
-        PSP_Request *to = r;
-        if (r->p_place) {
-            void *buf = NULL;
-            uint32_t len = 0;
-            to = r->p_place(&info, r->p_arg, &buf, &len);
-            if (!to)
-                continue;
-            recv_init(to, port, NULL, 0, buf, buf ? len : 0);
-        } else if (r->p_accept && !r->p_accept(&info, r->p_arg)) {
+        PSP_Request *to = rq_offer(r, port, &info);
+        if (!to)
             continue;
-        }
         if (!(m->flags & PULC_MSG_DIRECT)) {
             /* Destination known: when we drain the rest of it ourselves, it goes straight
              * into the buffer (proto.c) instead of through fragments. */

@@ -113,6 +113,24 @@ static inline void recv_init(PSP_Request *req, PSP_Port *port, void *xbuf, uint1
     req->p_state = PULC_RQ_RECV_POSTED;
 }
 
+/*
+ * Offer a message (info) to the posted receive r of port: the request that takes it — r, or
+ * for a standing receive the one its place callback gave (initialised here) — or NULL when
+ * the receive passes it by.  Queue (port.c) and local rings (local.c) alike.
+ */
+static inline PSP_Request *rq_offer(PSP_Request *r, PSP_Port *port, const PSP_MsgInfo *info)
+{
+    if (r->p_place) {
+        void *buf = NULL;
+        uint32_t len = 0;
+        PSP_Request *to = r->p_place(info, r->p_arg, &buf, &len);
+        if (to)
+            recv_init(to, port, NULL, 0, buf, buf ? len : 0);
+        return to;
+    }
+    return !r->p_accept || r->p_accept(info, r->p_arg) ? r : NULL;
+}
+
 /* The process's state, attaching first (PSP_Init) when needed: NULL with *err set on failure. */
 struct pulc_proc *pulc_proc(int *err);
 

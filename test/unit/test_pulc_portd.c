@@ -693,9 +693,48 @@ TEST(local_ring_full_sender_waits_and_a_sleeping_receiver_is_woken)
     }
     CHECK_EQ_I64(reap(pid), 0);
     /* Each late message was sent 25 ms after the receiver began to wait for it; a receiver
-     * asleep and not woken would see it only at its 100 ms re-check. */
+     * asleep and not woken by the ring's sender would see it only at its 100 ms re-check.
+     * (Through the NIC that is the provider's wake-up, not the ring's: not asserted here.) */
     qsort(late, LATE_N, sizeof late[0], cmp_double);
-    CHECK(late[LATE_N / 2] < 60, "median wait for a late message %.1f ms", late[LATE_N / 2]);
+    if (!peer_is_remote())
+        CHECK(late[LATE_N / 2] < 60, "median wait for a late message %.1f ms", late[LATE_N / 2]);
+    PSP_ClosePort(p);
+}
+
+TEST(wait_port_sees_a_message_its_receive_passed_by_while_nobody_slept)
+{
+    int sent[2];
+    REQUIRE(pipe(sent) == 0, "pipe");
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sent[0]);
+        uint16_t peer = as_sender();
+        PSP_Port *s = open_port(PSP_ANYPORT);
+        ready_wait();
+        int rc = send_retry(s, PSP_PORTID(peer, 114), NULL, 0, "hello", 5);
+        _exit(rc || write(sent[1], "s", 1) != 1 ? 2 : 0);
+    }
+    close(sent[1]);
+    as_receiver();
+    PSP_Port *p = open_port(114);
+    int seen = 0;
+    PSP_Request watch;
+    CHECK_OK(PSP_IReceive(p, NULL, 0, NULL, 0, look_only, &seen, &watch));
+    ready_post(1);
+    char c;
+    REQUIRE(read(sent[0], &c, 1) == 1, "sender done"); /* sent while we did not sleep */
+    usleep(20000);                                     /* through the NIC: let it arrive */
+    /* The receive looks at it and passes it by (the message moves to the queue): the port
+     * changed, so the wait returns at once instead of sleeping its full time. */
+    CHECK_OK(PSP_WaitPort(p, 2000));
+    CHECK_EQ_I64(seen, 1);
+    CHECK_OK(PSP_Cancel(&watch));
+    uint8_t buf[16];
+    PSP_Request r;
+    CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
+    CHECK_EQ_MEM(buf, "hello", 5);
+    CHECK_EQ_I64(reap(pid), 0);
     PSP_ClosePort(p);
 }
 
