@@ -326,8 +326,6 @@ static void setup_nic(const char *nodes_file)
         (uint32_t)setting_u64("PSP_AREA_RINGS", 0, 4096),
         (uint32_t)setting_u64("PSP_AREA_RING_BYTES", 1024, 1u << 24),
     };
-    if (acfg.ring_bytes & (acfg.ring_bytes - 1))
-        psp_die("PSP_AREA_RING_BYTES=%u is not a power of two", acfg.ring_bytes);
     S.area = pulc_area_create(&acfg, &S.nodes, S.link_kind, lp.ifname, &lp.fault, &S.area_fd, err,
                               sizeof err);
     if (!S.area)

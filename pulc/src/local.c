@@ -83,7 +83,7 @@ int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
     struct pulc_area *a = P->node.area;
     uint32_t ring = PULC_NONE;
     struct pulc_lpeer *peer = NULL;
-    if (P->ring_max && r->p_kind == PSP_PORT_D && r->p_port->kind == PSP_PORT_D)
+    if (P->ring_max && r->p_kind == PSP_PORT_D)
         ring = peer_ring(P, r->p_port, r->p_dest, locked, &peer);
     if (ring != PULC_NONE && (uint32_t)r->xlen + r->len <= P->ring_max) {
         if (!pulc_ring_put(a, ring, &peer->tail_seen, PULC_RENT_MSG, r->p_msg_id, r->p_xhdr,
@@ -151,7 +151,7 @@ int pulc_local_take(struct pulc_proc *P, PSP_Port *port)
              * while the sender still holds it (and then only slow it down). */
             if (e->kind == PULC_RENT_TICKET)
                 break;
-            if (ring->pending || e->kind != PULC_RENT_MSG || !offer(P, port, ring, e)) {
+            if (ring->pending || !offer(P, port, ring, e)) { /* e is a MSG (peek skips pads) */
                 left = 1;
                 break;
             }

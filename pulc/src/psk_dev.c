@@ -147,11 +147,6 @@ static int area_cfg(size_t size, uint32_t frag_size, struct pulc_area_cfg *cfg, 
         psp_setting_u64("PSP_AREA_RINGS", 0, 4096, &rings, err, errlen) ||
         psp_setting_u64("PSP_AREA_RING_BYTES", 1024, 1u << 24, &ring_bytes, err, errlen))
         return -EINVAL;
-    if (ring_bytes & (ring_bytes - 1)) {
-        psp_set_err(err, errlen, "PSP_AREA_RING_BYTES=%llu is not a power of two",
-                    (unsigned long long)ring_bytes);
-        return -EINVAL;
-    }
     cfg->rings = (uint32_t)rings;
     cfg->ring_bytes = (uint32_t)ring_bytes;
     cfg->ports = (uint32_t)ports;
