@@ -416,6 +416,10 @@ void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req)
     P->nic_busy = 1;
     req->p_state = PULC_RQ_SEND_REMOTE;
     if (!P->rsend_head && post_remote(P, req)) {
+        /* kernel provider: ring the doorbell now; a sender that completes here may not call
+         * progress again for a long time, and the module's idle thread ticks only every
+         * 100 ms (an error here shows again at the next progress pass's kick) */
+        (void)pulc_hal_kick(P->h);
         rq_complete(req, 0);
         return;
     }
