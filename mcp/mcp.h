@@ -63,6 +63,13 @@ void mcp_nic_init(struct mcp_nic *nic, struct mcp_image *img, struct lanai_link 
 int mcp_poll(struct mcp_nic *nic, uint64_t now_ns);
 
 /*
+ * The sending half of a pass (the doorbell of a host that just posted): take posted sends,
+ * run the peers (timers, window), hand what goes out to the link; no receiving.  Same
+ * locking as mcp_poll().  Returns the number of things done.
+ */
+int mcp_poll_send(struct mcp_nic *nic, uint64_t now_ns);
+
+/*
  * Repair the image after its executor died inside mcp_poll() (or inside this function): undo
  * or complete the firmware step the image's journal shows open, then rebuild what follows from
  * the rest (receive slots and free stack from the ready FIFO, in-flight slot states, queue

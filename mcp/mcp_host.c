@@ -83,6 +83,39 @@ uint32_t mcp_send_busy(struct mcp_image *img, unsigned c)
     return busy;
 }
 
+int mcp_tx_backlog(struct mcp_image *img)
+{
+    uint64_t ctxs = MCP_LOAD_ACQ(&img->ctx_mask);
+    while (ctxs) {
+        unsigned ci = (unsigned)__builtin_ctzll(ctxs);
+        struct mcp_context *cx = mcp_ctx(img, ci);
+        ctxs &= ctxs - 1;
+        if (MCP_LOAD_ACQ(&cx->head) != MCP_LOAD_ACQ(&cx->accept))
+            return 1;
+    }
+    const uint64_t *act = MCP_AT(img, img->off_active);
+    for (unsigned w = 0; w < (img->cfg.max_nodes + 63u) / 64u; w++) {
+        uint64_t bits = MCP_LOAD_ACQ(&act[w]);
+        while (bits) {
+            unsigned b = (unsigned)__builtin_ctzll(bits);
+            const struct mcp_conn *c = mcp_conn(img, (uint16_t)(w * 64 + b));
+            bits &= bits - 1;
+            if (MCP_LOAD_ACQ(&c->q_head) != MCP_NIL || MCP_LOAD_ACQ(&c->snd_tx) != c->snd_nxt)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+int mcp_tx_blocked(struct mcp_image *img, uint16_t dst)
+{
+    if (dst >= img->cfg.max_nodes)
+        return 0;
+    const struct mcp_conn *c = mcp_conn(img, dst);
+    uint8_t inflight = (uint8_t)(MCP_LOAD_ACQ(&c->snd_nxt) - MCP_LOAD_ACQ(&c->snd_una));
+    return inflight >= img->cfg.window || MCP_LOAD_ACQ(&c->q_head) != MCP_NIL;
+}
+
 int mcp_recv_peek(struct mcp_image *img, struct mcp_rx_desc *d)
 {
     uint32_t q = img->hostq_tail % img->cfg.hostq_slots;

@@ -49,6 +49,15 @@ int mcp_send(struct mcp_image *img, unsigned c, uint16_t dst, const void *data, 
 /* Send slots of context c not IDLE (posted and not yet acknowledged or failed). */
 uint32_t mcp_send_busy(struct mcp_image *img, unsigned c);
 
+/* Whether frames wait to be transmitted: posted and not yet taken by the firmware, queued
+ * behind a peer's window, or marked for retransmission.  Reads without the NIC lock (a hint
+ * for whoever decides to run the firmware, not an exact count). */
+int mcp_tx_backlog(struct mcp_image *img);
+
+/* Whether frames to node dst wait behind its send window (they go out only as ACKs come back,
+ * so somebody must keep running the firmware).  A hint, read without the NIC lock. */
+int mcp_tx_blocked(struct mcp_image *img, uint16_t dst);
+
 /* A frame waiting in the host receive queue. data points into the image. */
 struct mcp_rx_desc {
     const void *data;

@@ -908,22 +908,38 @@ static void flush(struct pass *p)
  * peers run a second time only if receiving gave them something to answer (ACK, NACK,
  * retransmission, SYNACK).
  */
+/* The sending half of a pass: posted sends taken, peers run, frames handed to the wire. */
+static void transmit(struct pass *p)
+{
+    struct mcp_image *img = p->img;
+
+    p->nic->ctrl_used = 0;
+    deliver(p);
+    uint64_t ctxs = __atomic_load_n(&img->ctx_mask, __ATOMIC_ACQUIRE);
+    while (ctxs) {
+        unsigned ci = (unsigned)__builtin_ctzll(ctxs);
+        ctxs &= ctxs - 1;
+        take_context(p, ci);
+    }
+    run_peers(p);
+    if (p->work)
+        flush(p);
+}
+
+int mcp_poll_send(struct mcp_nic *nic, uint64_t now_ns)
+{
+    struct pass p = {nic, nic->img, &nic->img->counters, now_ns, 0, 0};
+
+    transmit(&p);
+    return p.work;
+}
+
 int mcp_poll(struct mcp_nic *nic, uint64_t now_ns)
 {
     struct mcp_image *img = nic->img;
     struct pass p = {nic, img, &img->counters, now_ns, 0, 0};
 
-    nic->ctrl_used = 0;
-    deliver(&p);
-    uint64_t ctxs = __atomic_load_n(&img->ctx_mask, __ATOMIC_ACQUIRE);
-    while (ctxs) {
-        unsigned ci = (unsigned)__builtin_ctzll(ctxs);
-        ctxs &= ctxs - 1;
-        take_context(&p, ci);
-    }
-    run_peers(&p);
-    if (p.work)
-        flush(&p);
+    transmit(&p);
 
     int before = p.work;
     receive(&p);

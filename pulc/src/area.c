@@ -4,10 +4,12 @@
 #include "area.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -223,4 +225,26 @@ int pulc_nic_pass_try(struct pulc_area *a, struct mcp_nic *nic, int try_only)
     pulc_area_polled(a, now);
     pulc_nic_unlock(a);
     return rc;
+}
+
+int pulc_nic_send_try(struct pulc_area *a, struct mcp_nic *nic)
+{
+    int rc = pthread_mutex_trylock(&a->nic_lock);
+    if (rc == EBUSY)
+        return 0;
+    rc = nic_lock_taken(a, nic->img, rc);
+    if (rc)
+        return rc;
+    rc = mcp_poll_send(nic, mcp_now_ns());
+    pulc_nic_unlock(a);
+    return rc;
+}
+
+void pulc_nic_nudge(struct pulc_area *a)
+{
+    if (!__atomic_load_n(&a->nic_napping, __ATOMIC_SEQ_CST) ||
+        !__atomic_exchange_n(&a->nic_napping, 0u, __ATOMIC_SEQ_CST))
+        return;
+    __atomic_add_fetch(&a->nic_nudge, 1u, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &a->nic_nudge, FUTEX_WAKE, 1, NULL, NULL, 0);
 }

@@ -19,7 +19,7 @@ struct mcp_image;
 #include "nodes.h"
 
 #define PULC_AREA_MAGIC   0x41434c50u /* "PLCA" */
-#define PULC_AREA_VERSION 4u
+#define PULC_AREA_VERSION 5u
 
 /* Sizes of the area's tables (psid takes them from PSP_AREA_*; see marea.h for the tables). */
 struct pulc_area_cfg {
@@ -56,8 +56,14 @@ struct pulc_area {
     uint64_t size;    /* bytes of the whole area */
     int32_t psid_pid; /* the provider that created it */
     uint32_t pad0;
-    uint64_t last_poll_ns;      /* atomic: mcp_now_ns() of the last firmware pass (any executor) */
-    uint64_t lock_recoveries;   /* atomic: NIC locks taken over from a dead holder */
+    uint64_t last_poll_ns;    /* atomic: mcp_now_ns() of the last firmware pass (any executor) */
+    uint64_t lock_recoveries; /* atomic: NIC locks taken over from a dead holder */
+    /* psid's NIC thread and the clients (pulc_nic_nudge): */
+    uint32_t nic_nudge;   /* futex word: bumped to end the NIC thread's long nap */
+    uint32_t nic_napping; /* atomic: the NIC thread naps long (clients poll, nothing to send) */
+    uint32_t net_waiters; /* atomic: client threads asleep until something arrives: the NIC
+                             thread then takes frames as they come */
+    uint32_t pad_nic;
     char link_kind[8];          /* the link psid opened ("udp", "eth") */
     char link_if[16];           /* its interface (eth) or "" */
     struct mcp_fault_cfg fault; /* faults psid's link injects; every executor's link does too */
@@ -143,8 +149,19 @@ int pulc_nic_pass(struct pulc_area *a, struct mcp_nic *nic);
  * NIC lock (it is running the firmware; waiting for it would only serialise pollers). */
 int pulc_nic_pass_try(struct pulc_area *a, struct mcp_nic *nic, int try_only);
 
+/* The doorbell of a client that just posted sends: mcp_poll_send() if the NIC lock is free
+ * (0 at once if not: its holder runs the firmware).  Does not count as a poll: nothing was
+ * received.  Returns mcp_poll_send()'s count or the lock's error. */
+int pulc_nic_send_try(struct pulc_area *a, struct mcp_nic *nic);
+
 /* Release the NIC lock. */
 void pulc_nic_unlock(struct pulc_area *a);
+
+/* End psid's long nap if it is in one (a futex wake, only then): frames wait to go out that
+ * no client may transmit soon, or a client is about to sleep until something arrives.  The
+ * caller made its reason visible (seq_cst) before calling; the NIC thread checks the reasons
+ * after announcing its nap, so one of the two sees the other. */
+void pulc_nic_nudge(struct pulc_area *a);
 
 /* Record a firmware pass at now_ns (psid's NIC thread stays idle while passes are recent). */
 static inline void pulc_area_polled(struct pulc_area *a, uint64_t now_ns)

@@ -647,6 +647,11 @@ static int cmp_double(const void *x, const void *y)
 #define FULL_N 20000
 #define LATE_N 9
 
+struct late_hdr {
+    uint32_t i;
+    double sent_ms; /* CLOCK_MONOTONIC of the send */
+};
+
 TEST(local_ring_full_sender_waits_and_a_sleeping_receiver_is_woken)
 {
     int waiting[2];
@@ -664,9 +669,10 @@ TEST(local_ring_full_sender_waits_and_a_sleeping_receiver_is_woken)
             if (i >= FULL_N && read(waiting[0], &c, 1) != 1)
                 _exit(4);
             if (i >= FULL_N)
-                usleep(25000); /* the receiver is asleep in the kernel by then */
+                usleep(25000); /* the receiver is asleep by then */
             fill(buf, i, sizeof buf);
-            if (send_retry(p, PSP_PORTID(peer, 112), &i, 4, buf, sizeof buf))
+            struct late_hdr x = {i, now_ms()}; /* one clock: the nodes share the machine */
+            if (send_retry(p, PSP_PORTID(peer, 112), &x, sizeof x, buf, sizeof buf))
                 _exit(2);
         }
         PSP_ClosePort(p);
@@ -680,25 +686,36 @@ TEST(local_ring_full_sender_waits_and_a_sleeping_receiver_is_woken)
     uint8_t buf[128];
     double late[LATE_N];
     for (uint32_t i = 0; i < FULL_N + LATE_N; i++) {
-        uint32_t x = UINT32_MAX;
+        struct late_hdr x = {UINT32_MAX, 0};
         PSP_Request r;
-        double t0 = now_ms();
         if (i >= FULL_N) /* the sender waits for this, then 25 ms more, then sends */
             REQUIRE(write(waiting[1], "w", 1) == 1, "pipe");
-        REQUIRE(PSP_Receive(p, &x, 4, buf, sizeof buf, NULL, NULL, &r) == 0, "receive %u", i);
+        REQUIRE(PSP_Receive(p, &x, sizeof x, buf, sizeof buf, NULL, NULL, &r) == 0, "receive %u",
+                i);
         if (i >= FULL_N)
-            late[i - FULL_N] = now_ms() - t0;
-        REQUIRE(x == i, "message %u came where %u was due", x, i);
+            late[i - FULL_N] = now_ms() - x.sent_ms;
+        REQUIRE(x.i == i, "message %u came where %u was due", x.i, i);
         REQUIRE(r.len == 100 && check_content(buf, i, 100) == 0, "message %u: content", i);
     }
     CHECK_EQ_I64(reap(pid), 0);
-    /* Each late message was sent 25 ms after the receiver began to wait for it; a receiver
-     * asleep and not woken (by the ring's sender on one node; through the NIC, by whoever
-     * delivers the frame: psid's NIC thread or the module's) would see it only at its 100 ms
-     * re-check.  Through the module's NIC the sender's doorbell matters too: its PSP_Send
-     * completes at the post, and the module's idle thread ticks only every 100 ms. */
+    /* Each late message was sent 25 ms after the receiver began to wait for it, so the
+     * receiver was asleep; from its send to its receipt it must take well under a millisecond
+     * (median; a lost frame waits for its retransmission).  Asleep and not woken (by the ring's
+     * sender on one node; through the NIC, by whoever delivers the frame), the receiver would
+     * see it only at its 100 ms re-check.  Through psid the NIC thread must take frames as
+     * they come while a client sleeps (not at its PSP_NIC_QUIET_US nap of 5 ms); through the
+     * module's NIC the sender's doorbell matters too: its PSP_Send completes at the post, and
+     * the module's idle thread ticks only every 100 ms.  Under qemu's emulated CPU (the
+     * module's tests) everything is slower: 60 ms there. */
     qsort(late, LATE_N, sizeof late[0], cmp_double);
-    CHECK(late[LATE_N / 2] < 60, "median wait for a late message %.1f ms", late[LATE_N / 2]);
+    const char *dev = getenv("PSP_DEVICE");
+    double limit = dev && *dev && strcmp(dev, "none") ? 60 : 1;
+    CHECK(late[LATE_N / 2] < limit,
+          "median from send to receipt of a message for a sleeping "
+          "receiver %.2f ms (limit %.0f ms)",
+          late[LATE_N / 2], limit);
+    printf("# a sleeping receiver got its message %.3f ms after the send (median of %d)\n",
+           late[LATE_N / 2], LATE_N);
     PSP_ClosePort(p);
 }
 
