@@ -4,7 +4,7 @@
  * At start: format the NIC image in a memfd, open the link, create the message area.  Then a
  * single-threaded poll loop serves the UNIX socket (INFO, ATTACH with SCM_RIGHTS, DETACH,
  * MAP) and reclaims the context of every client whose connection closes; the NIC thread runs
- * the firmware whenever no client has polled for PSP_NIC_IDLE_US.
+ * the firmware when no client does (nic_thread: PSP_NIC_IDLE_US, PSP_NIC_QUIET_US).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -368,31 +368,26 @@ static void daemonize(void)
 
 /* ---- the NIC thread ---- */
 
-/* Whether the NIC thread must run now rather than nap: a client sleeps until something
- * arrives, or frames wait to be sent. */
-static int nic_wanted(void)
+/* Whether the NIC thread must run now rather than nap `kind` (PULC_NAP_*): a client sleeps
+ * until something arrives, or (a quiet nap) frames wait to be sent. */
+static int nic_wanted(uint32_t kind)
 {
-    return __atomic_load_n(&S.area->net_waiters, __ATOMIC_SEQ_CST) || mcp_tx_backlog(S.img);
+    return pulc_net_waiters(S.area) || (kind == PULC_NAP_QUIET && mcp_tx_backlog(S.img));
 }
 
-/* Nap ns, or until a client nudges (pulc_nic_nudge): clients poll and nothing waits. */
-static void nic_nap_long(uint64_t ns)
+/* Nap ns, or until a client's nudge ends the nap (pulc_nic_nudge; kind: PULC_NAP_QUIET or
+ * PULC_NAP_IDLE, which only a client going to sleep ends). */
+static void nic_nap(uint64_t ns, uint32_t kind)
 {
     struct pulc_area *a = S.area;
     uint32_t seen = __atomic_load_n(&a->nic_nudge, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&a->nic_napping, 1u, __ATOMIC_SEQ_CST);
-    if (!nic_wanted()) { /* a reason that came before the announcement */
+    __atomic_store_n(&a->nic_napping, kind, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the announcement before the look at reasons */
+    if (!nic_wanted(kind)) {                 /* else a reason came before the announcement */
         struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
         syscall(SYS_futex, &a->nic_nudge, FUTEX_WAIT, seen, &ts, NULL, 0);
     }
-    __atomic_store_n(&a->nic_napping, 0u, __ATOMIC_SEQ_CST);
-}
-
-/* Nap ns (no client may end it: frames wait to be sent, and clients poll). */
-static void nic_nap(uint64_t ns)
-{
-    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-    nanosleep(&ts, NULL);
+    __atomic_store_n(&a->nic_napping, PULC_NAP_NONE, __ATOMIC_SEQ_CST);
 }
 
 /*
@@ -402,9 +397,11 @@ static void nic_nap(uint64_t ns)
  * PSP_NIC_IDLE_US without a pass when frames wait to be sent (a send completes when it is
  * posted, and its client may have gone off to compute), after PSP_NIC_QUIET_US otherwise
  * (ACKs owed, frames for a computing client), and at once while a client sleeps until
- * something arrives.  Clients end its long nap when they leave frames behind or go to sleep
- * (pulc_nic_nudge).  While it is the executor for sleepers or for frames waiting to go out,
- * it waits for the link's next frame (at most a tick: timers) instead of napping.
+ * something arrives.  Clients end a quiet nap when they leave frames behind a full window, and
+ * any nap when they go to sleep (pulc_nic_nudge); frames a client posts during a quiet nap
+ * without filling the window wait for its end (waking psid at every post would cost a
+ * ping-pong a futex wake per message).  While it is the executor for sleepers or for frames
+ * waiting to go out, it waits for the link's next frame (at most a tick: timers).
  */
 static void *nic_thread(void *arg)
 {
@@ -415,17 +412,14 @@ static void *nic_thread(void *arg)
     while (!__atomic_load_n(&S.stop_nic, __ATOMIC_RELAXED)) {
         uint64_t now = mcp_now_ns();
         uint64_t last = __atomic_load_n(&S.area->last_poll_ns, __ATOMIC_RELAXED);
-        int waiters = __atomic_load_n(&S.area->net_waiters, __ATOMIC_SEQ_CST) != 0;
+        int waiters = pulc_net_waiters(S.area);
         int backlog = mcp_tx_backlog(S.img);
         uint64_t limit = backlog ? S.idle_ns : S.quiet_ns;
         if (!waiters && !(backlog && last == own) && now - last < limit) {
             uint64_t nap = limit - (now - last);
             if (nap < NIC_TICK_NS)
                 nap = NIC_TICK_NS;
-            if (backlog)
-                nic_nap(nap);
-            else
-                nic_nap_long(nap);
+            nic_nap(nap, backlog ? PULC_NAP_IDLE : PULC_NAP_QUIET);
             continue;
         }
         int work = pulc_nic_pass(S.area, &S.nic);
@@ -438,17 +432,22 @@ static void *nic_thread(void *arg)
          * owners), and take the errors of our own notices. */
         struct mcp_rx_desc d;
         if (mcp_recv_peek(S.img, &d)) {
-            if (pulc_drain(&S.node_view, UINT32_MAX) < 0) {
+            int taken = pulc_drain(&S.node_view, UINT32_MAX);
+            if (taken < 0) {
                 PSP_ERROR("the message area lock is not recoverable: the NIC thread stops");
                 break;
             }
-            work = 1;
+            if (taken > 0) /* (a frame held for its owner, or no room in the area: no work) */
+                work = 1;
         }
         struct mcp_send_error e;
         while (mcp_errq_pop(S.img, (unsigned)S.node_view.ctx, &e))
             ;
-        if (!__atomic_load_n(&S.area->net_waiters, __ATOMIC_SEQ_CST) && !mcp_tx_backlog(S.img))
+        if (!pulc_net_waiters(S.area) && !mcp_tx_backlog(S.img)) {
+            if (S.quiet_ns < NIC_TICK_NS) /* PSP_NIC_QUIET_US below a tick: a tick at least */
+                nic_nap(NIC_TICK_NS, PULC_NAP_QUIET);
             continue; /* nothing calls for us: the next turn naps */
+        }
         if (work > 0) {
             stuck = 0;
             continue; /* more may be right behind */
@@ -459,7 +458,8 @@ static void *nic_thread(void *arg)
             stuck = ppoll(&pf, 1, &tick, NULL) > 0;
         } else {
             stuck = 0;
-            nic_nap(NIC_TICK_NS);
+            struct timespec tick = {0, (long)NIC_TICK_NS};
+            nanosleep(&tick, NULL);
         }
     }
     return NULL;
@@ -650,6 +650,9 @@ static void detach_client(struct client *c, const char *why)
             PSP_WARN("pid %ld: cannot tell port %u:%u that message %u is aborted", (long)c->pid,
                      ab[k].dest >> 16, ab[k].dest & 0xffffu, ab[k].msg_id);
     }
+    /* a client killed asleep leaves its count: else the NIC thread would serve it forever */
+    if ((unsigned)c->ctx < PULC_AREA_CTXS)
+        __atomic_store_n(&S.area->net_waiters[c->ctx], 0u, __ATOMIC_SEQ_CST);
     mcp_ctx_detach(S.img, (unsigned)c->ctx);
     psp_log(strcmp(why, "client detached") ? PSP_LOG_WARN : PSP_LOG_INFO,
             "pid %ld: context %d detached (%s)", (long)c->pid, c->ctx, why);
@@ -791,11 +794,6 @@ static void drop_client(unsigned i)
     free(c->out);
     close(c->fd);
     S.conn[i] = S.conn[--S.nconn];
-    /* A client killed asleep left its count in net_waiters (the NIC thread then keeps
-     * serving sleepers that are gone: harmless, but not quiet); with nobody attached none
-     * can be asleep. */
-    if (!attached_clients())
-        __atomic_store_n(&S.area->net_waiters, 0u, __ATOMIC_SEQ_CST);
 }
 
 #define TASK_FDS 4096
@@ -941,6 +939,7 @@ int main(int argc, char **argv)
 
     psid_task_kill_all();
     __atomic_store_n(&S.stop_nic, 1, __ATOMIC_RELAXED);
+    pulc_nic_nudge(S.area, 1); /* out of a long nap */
     pthread_join(nt, NULL);
     while (S.nconn)
         drop_client(S.nconn - 1);

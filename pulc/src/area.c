@@ -240,11 +240,34 @@ int pulc_nic_send_try(struct pulc_area *a, struct mcp_nic *nic)
     return rc;
 }
 
-void pulc_nic_nudge(struct pulc_area *a)
+_Static_assert(PULC_AREA_CTXS == MCP_MAX_CONTEXTS, "one waiter count per NIC context");
+
+void pulc_nic_nudge(struct pulc_area *a, int sleeper)
 {
-    if (!__atomic_load_n(&a->nic_napping, __ATOMIC_SEQ_CST) ||
-        !__atomic_exchange_n(&a->nic_napping, 0u, __ATOMIC_SEQ_CST))
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* our reason before the look at nic_napping */
+    uint32_t nap = __atomic_load_n(&a->nic_napping, __ATOMIC_SEQ_CST);
+    if (nap == PULC_NAP_NONE || (nap == PULC_NAP_IDLE && !sleeper))
         return;
+    if (!__atomic_compare_exchange_n(&a->nic_napping, &nap, PULC_NAP_NONE, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        return; /* somebody else ended it, or it changed: the NIC thread looks again anyway */
     __atomic_add_fetch(&a->nic_nudge, 1u, __ATOMIC_SEQ_CST);
     syscall(SYS_futex, &a->nic_nudge, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void pulc_net_waiting(struct pulc_area *a, int ctx, int delta)
+{
+    if (ctx < 0 || (unsigned)ctx >= PULC_AREA_CTXS)
+        return;
+    __atomic_add_fetch(&a->net_waiters[ctx], (uint32_t)delta, __ATOMIC_SEQ_CST);
+    if (delta > 0)
+        pulc_nic_nudge(a, 1);
+}
+
+int pulc_net_waiters(const struct pulc_area *a)
+{
+    for (unsigned c = 0; c < PULC_AREA_CTXS; c++)
+        if (__atomic_load_n(&a->net_waiters[c], __ATOMIC_SEQ_CST))
+            return 1;
+    return 0;
 }

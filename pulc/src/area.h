@@ -20,6 +20,14 @@ struct mcp_image;
 
 #define PULC_AREA_MAGIC   0x41434c50u /* "PLCA" */
 #define PULC_AREA_VERSION 5u
+#define PULC_AREA_CTXS    64u /* NIC contexts (MCP_MAX_CONTEXTS) */
+
+/* area.nic_napping: the NIC thread naps ... */
+#define PULC_NAP_NONE  0u /* not napping (running the firmware, or waiting on the link) */
+#define PULC_NAP_QUIET 1u /* clients poll, nothing waits to be sent: any nudge ends it */
+#define PULC_NAP_IDLE                                                                              \
+    2u /* clients poll, frames wait to be sent: only a sleeper's nudge ends it                     \
+        */
 
 /* Sizes of the area's tables (psid takes them from PSP_AREA_*; see marea.h for the tables). */
 struct pulc_area_cfg {
@@ -59,11 +67,11 @@ struct pulc_area {
     uint64_t last_poll_ns;    /* atomic: mcp_now_ns() of the last firmware pass (any executor) */
     uint64_t lock_recoveries; /* atomic: NIC locks taken over from a dead holder */
     /* psid's NIC thread and the clients (pulc_nic_nudge): */
-    uint32_t nic_nudge;   /* futex word: bumped to end the NIC thread's long nap */
-    uint32_t nic_napping; /* atomic: the NIC thread naps long (clients poll, nothing to send) */
-    uint32_t net_waiters; /* atomic: client threads asleep until something arrives: the NIC
-                             thread then takes frames as they come */
-    uint32_t pad_nic;
+    uint32_t nic_nudge;   /* futex word: bumped to end the NIC thread's nap */
+    uint32_t nic_napping; /* atomic: PULC_NAP_* (what the NIC thread is napping for) */
+    /* atomic, per NIC context: its client's threads asleep until something arrives (the NIC
+     * thread then takes frames as they come); psid zeroes a context's count at its detach */
+    uint32_t net_waiters[PULC_AREA_CTXS];
     char link_kind[8];          /* the link psid opened ("udp", "eth") */
     char link_if[16];           /* its interface (eth) or "" */
     struct mcp_fault_cfg fault; /* faults psid's link injects; every executor's link does too */
@@ -157,11 +165,19 @@ int pulc_nic_send_try(struct pulc_area *a, struct mcp_nic *nic);
 /* Release the NIC lock. */
 void pulc_nic_unlock(struct pulc_area *a);
 
-/* End psid's long nap if it is in one (a futex wake, only then): frames wait to go out that
- * no client may transmit soon, or a client is about to sleep until something arrives.  The
- * caller made its reason visible (seq_cst) before calling; the NIC thread checks the reasons
- * after announcing its nap, so one of the two sees the other. */
-void pulc_nic_nudge(struct pulc_area *a);
+/* End psid's nap if it is in one (a futex wake, only then): frames wait to go out that no
+ * client may transmit soon (ends a QUIET nap), or sleeper set: a client is about to sleep
+ * until something arrives (ends any nap).  The caller made its reason visible before calling;
+ * the NIC thread checks the reasons after announcing its nap (both sides fence), so one of the
+ * two sees the other. */
+void pulc_nic_nudge(struct pulc_area *a, int sleeper);
+
+/* A client thread of context ctx is about to sleep until something arrives (+1) or woke (-1):
+ * count it, and on +1 end psid's nap so that its NIC thread takes frames as they come. */
+void pulc_net_waiting(struct pulc_area *a, int ctx, int delta);
+
+/* Whether a client thread sleeps until something arrives (psid's NIC thread). */
+int pulc_net_waiters(const struct pulc_area *a);
 
 /* Record a firmware pass at now_ns (psid's NIC thread stays idle while passes are recent). */
 static inline void pulc_area_polled(struct pulc_area *a, uint64_t now_ns)

@@ -423,8 +423,8 @@ static void remote_posted(struct pulc_proc *P, const PSP_Request *req)
 {
     if (P->h->kernel)
         (void)pulc_hal_kick(P->h);
-    else if (mcp_tx_blocked(P->node.img, PSP_PORTID_NODE(req->p_dest)))
-        pulc_nic_nudge(P->node.area);
+    else if (mcp_tx_blocked(P->node.img, PSP_PORTID_NODE(req->p_dest), req->p_msg))
+        pulc_nic_nudge(P->node.area, 0);
 }
 
 void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req)
@@ -843,8 +843,8 @@ int pulc_progress(struct pulc_proc *P)
     while (P->rsend_head && post_remote(P, P->rsend_head)) {
         PSP_Request *r = P->rsend_head;
         rq_remove(&P->rsend_head, &P->rsend_tail, r);
-        if (!P->h->kernel && mcp_tx_blocked(P->node.img, PSP_PORTID_NODE(r->p_dest)))
-            pulc_nic_nudge(P->node.area); /* as in remote_posted(); our next pass sends */
+        if (!P->h->kernel && mcp_tx_blocked(P->node.img, PSP_PORTID_NODE(r->p_dest), r->p_msg))
+            pulc_nic_nudge(P->node.area, 0); /* as in remote_posted(); our next pass sends */
         rq_complete(r, 0);
     }
     if (P->lsend_head)
@@ -941,11 +941,9 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
                 slice = left;
             struct timespec ts = {(time_t)(slice / 1000000000u), (long)(slice % 1000000000u)};
             /* nobody polls for us now: psid's NIC thread takes frames as they come */
-            struct pulc_area *a = P->node.area;
-            __atomic_add_fetch(&a->net_waiters, 1u, __ATOMIC_SEQ_CST);
-            pulc_nic_nudge(a);
+            pulc_net_waiting(P->node.area, P->node.ctx, 1);
             syscall(SYS_futex, &pt->event, FUTEX_WAIT, seen, &ts, NULL, 0);
-            __atomic_sub_fetch(&a->net_waiters, 1u, __ATOMIC_SEQ_CST);
+            pulc_net_waiting(P->node.area, P->node.ctx, -1);
         } else if (P->rsend_head || P->lsend_head) {
             __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
             sched_yield();
@@ -1020,8 +1018,13 @@ int PSP_Send(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen
     if (rc)
         return rc;
     struct pulc_proc *P = &proc;
-    if (!P->h->kernel && PSP_PORTID_NODE(dest) != P->node.node_id && req_done(&r))
-        (void)pulc_nic_send_try(P->node.area, &P->h->nic); /* the caller may stop polling now */
+    if (!P->h->kernel && PSP_PORTID_NODE(dest) != P->node.node_id && req_done(&r)) {
+        /* the caller may stop polling now: send what the window lets go, and have psid send
+         * the rest */
+        (void)pulc_nic_send_try(P->node.area, &P->h->nic);
+        if (mcp_tx_blocked(P->node.img, PSP_PORTID_NODE(dest), 0))
+            pulc_nic_nudge(P->node.area, 0);
+    }
     return PSP_Wait(&r, -1);
 }
 

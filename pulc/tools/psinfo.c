@@ -77,6 +77,11 @@ static void print_area(struct pulc_area *a)
     printf("%-16s %20u  %s\n", "rings", a->cfg.rings, "local rings (PSP_AREA_RINGS)");
     printf("%-16s %20u  %s\n", "ring_bytes", a->cfg.ring_bytes,
            "bytes per local ring (PSP_AREA_RING_BYTES)");
+    uint32_t waiters = 0;
+    for (unsigned c = 0; c < PULC_AREA_CTXS; c++)
+        waiters += a->net_waiters[c];
+    printf("%-16s %20u  %s\n", "net_waiters", waiters,
+           "client threads asleep until something arrives (psid's NIC thread serves them)");
     printf("%-16s %20llu  %s\n", "lock_recoveries", (unsigned long long)a->lock_recoveries,
            "NIC locks taken over from a dead holder");
 #define PRINT_COUNTER(name, help)                                                                  \
