@@ -113,8 +113,7 @@ int mcp_tx_blocked(struct mcp_image *img, uint16_t dst, uint32_t posted)
         return 0;
     const struct mcp_conn *c = mcp_conn(img, dst);
     uint8_t inflight = (uint8_t)(MCP_LOAD_ACQ(&c->snd_nxt) - MCP_LOAD_ACQ(&c->snd_una));
-    return (uint32_t)inflight + posted > img->cfg.window ||
-           (posted == 0 && inflight >= img->cfg.window) || MCP_LOAD_ACQ(&c->q_head) != MCP_NIL;
+    return (uint32_t)inflight + posted > img->cfg.window || MCP_LOAD_ACQ(&c->q_head) != MCP_NIL;
 }
 
 int mcp_recv_peek(struct mcp_image *img, struct mcp_rx_desc *d)

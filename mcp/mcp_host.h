@@ -54,9 +54,10 @@ uint32_t mcp_send_busy(struct mcp_image *img, unsigned c);
  * for whoever decides to run the firmware, not an exact count). */
 int mcp_tx_backlog(struct mcp_image *img);
 
-/* Whether frames to node dst wait behind its send window, counting `posted` frames just
- * posted and perhaps not yet taken (they go out only as ACKs come back, so somebody must keep
- * running the firmware).  A hint, read without the NIC lock. */
+/* Whether frames to node dst wait behind its send window: queued there already, or `posted`
+ * frames just posted (perhaps not yet taken) that the window cannot take all of.  They go out
+ * only as ACKs come back, so somebody must keep running the firmware.  A hint, read without
+ * the NIC lock. */
 int mcp_tx_blocked(struct mcp_image *img, uint16_t dst, uint32_t posted);
 
 /* A frame waiting in the host receive queue. data points into the image. */

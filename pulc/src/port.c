@@ -411,20 +411,27 @@ int pulc_send_start(struct pulc_proc *P, PSP_Port *port, unsigned proto, PSP_Por
 }
 
 /*
- * A remote send is posted whole and completes now; its sender may not call progress again for
- * a long time.  Kernel provider: ring the doorbell now (the module's idle thread ticks only
- * every 100 ms; an error here shows again at the next progress pass's kick).  User provider:
- * frames behind the peer's window go out only as ACKs come back, so if psid's NIC thread naps
- * long, wake it to run the firmware should we stop.  (The frames the window lets go leave at
- * our next pass, or psid's after PSP_NIC_IDLE_US: sending them here, at every post, cost
- * osu_bw 5-15 % between nodes.)
+ * User provider: a send to node dst completed with `posted` frames just posted; frames behind
+ * the peer's window go out only as ACKs come back, and its sender may not call progress again
+ * for a long time, so if psid's NIC thread naps long, wake it to run the firmware should we
+ * stop.  (The frames the window lets go leave at our next pass, or psid's after
+ * PSP_NIC_IDLE_US: sending them at every post cost osu_bw 5-15 % between nodes.)
  */
+static void tx_handoff(struct pulc_proc *P, uint16_t dst, uint32_t posted)
+{
+    if (mcp_tx_blocked(P->node.img, dst, posted))
+        pulc_nic_nudge(P->node.area, 0);
+}
+
+/* A remote send is posted whole and completes now.  Kernel provider: ring the doorbell now
+ * (the module's idle thread ticks only every 100 ms; an error here shows again at the next
+ * progress pass's kick).  User provider: tx_handoff(). */
 static void remote_posted(struct pulc_proc *P, const PSP_Request *req)
 {
     if (P->h->kernel)
         (void)pulc_hal_kick(P->h);
-    else if (mcp_tx_blocked(P->node.img, PSP_PORTID_NODE(req->p_dest), req->p_msg))
-        pulc_nic_nudge(P->node.area, 0);
+    else
+        tx_handoff(P, PSP_PORTID_NODE(req->p_dest), req->p_msg);
 }
 
 void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req)
@@ -843,8 +850,8 @@ int pulc_progress(struct pulc_proc *P)
     while (P->rsend_head && post_remote(P, P->rsend_head)) {
         PSP_Request *r = P->rsend_head;
         rq_remove(&P->rsend_head, &P->rsend_tail, r);
-        if (!P->h->kernel && mcp_tx_blocked(P->node.img, PSP_PORTID_NODE(r->p_dest), r->p_msg))
-            pulc_nic_nudge(P->node.area, 0); /* as in remote_posted(); our next pass sends */
+        if (!P->h->kernel) /* (the kernel provider's kick comes below) */
+            tx_handoff(P, PSP_PORTID_NODE(r->p_dest), r->p_msg);
         rq_complete(r, 0);
     }
     if (P->lsend_head)
@@ -1022,8 +1029,7 @@ int PSP_Send(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen
         /* the caller may stop polling now: send what the window lets go, and have psid send
          * the rest */
         (void)pulc_nic_send_try(P->node.area, &P->h->nic);
-        if (mcp_tx_blocked(P->node.img, PSP_PORTID_NODE(dest), 0))
-            pulc_nic_nudge(P->node.area, 0);
+        tx_handoff(P, PSP_PORTID_NODE(dest), 0);
     }
     return PSP_Wait(&r, -1);
 }
