@@ -756,6 +756,58 @@ TEST(wait_port_sees_a_message_its_receive_passed_by_while_nobody_slept)
     PSP_ClosePort(p);
 }
 
+#define HANDED_N 10
+
+TEST(a_blocking_send_between_nodes_hands_its_frame_to_the_firmware_before_it_returns)
+{
+    if (!peer_is_remote())
+        SKIP("between nodes only");
+    const char *dev = getenv("PSP_DEVICE");
+    if (dev && *dev && strcmp(dev, "none"))
+        SKIP("the kernel provider's doorbell is its kick (the sleeping-receiver test)");
+    int got[2];
+    REQUIRE(pipe(got) == 0, "pipe");
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) { /* receiver: tell the sender each message came */
+        close(got[0]);
+        as_receiver();
+        PSP_Port *p = open_port(115);
+        ready_post(1);
+        for (int i = 0; i < HANDED_N; i++) {
+            uint8_t b[8];
+            PSP_Request r;
+            if (PSP_Receive(p, NULL, 0, b, sizeof b, NULL, NULL, &r) || write(got[1], "g", 1) != 1)
+                _exit(2);
+        }
+        PSP_ClosePort(p);
+        _exit(0);
+    }
+    close(got[1]);
+    uint16_t peer = as_sender();
+    struct pulc_hal *h = pulc_hal_self();
+    REQUIRE(!h->kernel, "attached through psid");
+    PSP_Port *p = open_port(PSP_ANYPORT);
+    ready_wait();
+    /* The send completes at its post; with nothing polling after it, the frame would wait
+     * for psid's NIC thread (PSP_NIC_IDLE_US or longer).  A blocking PSP_Send takes it to the
+     * firmware itself unless another executor holds the NIC lock at that moment. */
+    int taken = 0;
+    for (int i = 0; i < HANDED_N; i++) {
+        REQUIRE(send_retry(p, PSP_PORTID(peer, 115), NULL, 0, "handed", 6) == 0, "send %d", i);
+        const struct mcp_context *cx = mcp_ctx(h->img, (unsigned)h->ctx);
+        taken += __atomic_load_n(&cx->accept, __ATOMIC_ACQUIRE) ==
+                 __atomic_load_n(&cx->head, __ATOMIC_ACQUIRE);
+        char c;
+        REQUIRE(read(got[0], &c, 1) == 1, "message %d received", i);
+        usleep(2000);
+    }
+    CHECK(taken >= HANDED_N - 2, "the firmware had taken %d of %d frames when PSP_Send returned",
+          taken, HANDED_N);
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
 TEST(local_ring_follows_the_receivers_port_closing_and_reopening)
 {
     if (peer_is_remote())
