@@ -19,7 +19,7 @@ struct mcp_image;
 #include "nodes.h"
 
 #define PULC_AREA_MAGIC   0x41434c50u /* "PLCA" */
-#define PULC_AREA_VERSION 5u
+#define PULC_AREA_VERSION 6u
 #define PULC_AREA_CTXS    64u /* NIC contexts (MCP_MAX_CONTEXTS) */
 
 /* area.nic_napping: the NIC thread naps ... */

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "pulc.h"
@@ -15,6 +16,19 @@ uint32_t pulc_ring_max(const struct pulc_area *a)
     if (!a->cfg.rings || a->cfg.ring_bytes < 4 * PULC_RENT_ALIGN)
         return 0;
     return a->cfg.ring_bytes / 4 - (uint32_t)sizeof(struct pulc_rent);
+}
+
+/* A fresh key for a ring being opened: splitmix64 of the clock, the ring and a count, so
+ * that what a reused ring's data held before never carries a valid stamp. */
+static uint64_t ring_key(struct pulc_area *a, uint32_t i)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t z = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    z ^= ((uint64_t)i << 40) ^ ((uint64_t)a->rings_opened << 20) ^ 0x9e3779b97f4a7c15u;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
 }
 
 uint32_t pulc_ring_open_locked(struct pulc_area *a, uint32_t src, uint32_t dst)
@@ -32,6 +46,7 @@ uint32_t pulc_ring_open_locked(struct pulc_area *a, uint32_t src, uint32_t dst)
     r->closed = 0;
     r->pending = 0;
     r->head = r->tail = 0;
+    r->key = ring_key(a, i);
     r->next = d->rings;
     __atomic_store_n(&r->state, PULC_RING_OPEN, __ATOMIC_RELEASE);
     d->rings = i;
@@ -161,6 +176,7 @@ int pulc_ring_put(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint8_t 
         struct pulc_rent *pad = (struct pulc_rent *)(base + off);
         pad->size = cap - off;
         pad->kind = PULC_RENT_PAD;
+        __atomic_store_n(&pad->stamp, pulc_rent_stamp(r, head), __ATOMIC_RELEASE);
         head += cap - off;
         off = 0;
     }
@@ -169,29 +185,40 @@ int pulc_ring_put(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint8_t 
     e->kind = kind;
     e->proto = PSP_PORT_D;
     e->xlen = xlen;
-    e->len = len;
+    e->len = kind == PULC_RENT_TICKET ? ticket : len;
     e->msg_id = msg_id;
-    e->ticket = ticket;
     if (xlen)
         memcpy(e + 1, xhdr, xlen);
     if (len)
         memcpy((uint8_t *)(e + 1) + xlen, data, len);
+    __atomic_store_n(&e->stamp, pulc_rent_stamp(r, head), __ATOMIC_RELEASE);
     __atomic_store_n(&r->head, head + size, __ATOMIC_RELEASE);
     return 1;
+}
+
+/* The entry at the reader's position if its writer published it (its stamp), else NULL. */
+static const struct pulc_rent *published(struct pulc_ring *r, uint8_t *data, uint32_t cap,
+                                         uint64_t tail)
+{
+    const struct pulc_rent *e = (const struct pulc_rent *)(data + (tail & (cap - 1)));
+    if (__atomic_load_n(&e->stamp, __ATOMIC_ACQUIRE) != pulc_rent_stamp(r, tail))
+        return NULL;
+    return e;
 }
 
 const struct pulc_rent *pulc_ring_peek(struct pulc_area *a, uint32_t i)
 {
     struct pulc_ring *r = pulc_ring_at(a, i);
     uint32_t cap = a->cfg.ring_bytes;
+    uint8_t *data = pulc_ring_data(a, i);
     uint64_t tail = r->tail;
-    uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-    while (tail != head) {
+    const struct pulc_rent *e;
+    while ((e = published(r, data, cap, tail)) != NULL) {
         uint32_t off = (uint32_t)(tail & (cap - 1));
-        const struct pulc_rent *e = (const struct pulc_rent *)(pulc_ring_data(a, i) + off);
         if (e->size < PULC_RENT_ALIGN || e->size % PULC_RENT_ALIGN || e->size > cap - off ||
-            e->size > head - tail ||
-            (e->kind != PULC_RENT_PAD && pulc_rent_size(e->xlen, e->len) != e->size)) {
+            (e->kind != PULC_RENT_PAD && e->kind != PULC_RENT_TICKET &&
+             pulc_rent_size(e->xlen, e->len) != e->size)) {
+            uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
             PSP_ERROR("local ring %u: broken entry at %llu (size %u): ring dropped", i,
                       (unsigned long long)tail, e->size);
             __atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
@@ -227,13 +254,14 @@ void pulc_ring_unpend(struct pulc_area *a, struct pulc_msg *m)
 static uint32_t ticket_msg(struct pulc_area *a, const struct pulc_ring *r, uint16_t node_id,
                            const struct pulc_rent *e)
 {
-    if (e->ticket >= a->cfg.messages)
+    uint32_t ticket = e->len; /* a TICKET's len names the descriptor */
+    if (ticket >= a->cfg.messages)
         return PULC_NONE;
-    struct pulc_msg *m = pulc_msg_at(a, e->ticket);
+    struct pulc_msg *m = pulc_msg_at(a, ticket);
     if (m->state != PULC_MSG_QUEUED || !(m->flags & PULC_MSG_HIDDEN) || m->port != r->dst_port ||
         m->msg_id != e->msg_id || m->src != PSP_PORTID(node_id, r->src_port))
         return PULC_NONE;
-    return e->ticket;
+    return ticket;
 }
 
 int pulc_ring_move_locked(struct pulc_area *a, uint32_t i, uint16_t node_id)

@@ -47,7 +47,8 @@ struct pulc_ring {
     uint32_t next;              /* next ring of the receiver's port, or of the free list */
     uint32_t closed;            /* atomic: PULC_RING_*_CLOSED */
     uint32_t pending;           /* moved into the port's queue, not yet claimed (receiver) */
-    uint8_t pad0[32];
+    uint64_t key;               /* set at open: mixed into every entry's stamp (pulc_rent) */
+    uint8_t pad0[24];
     uint64_t head __attribute__((aligned(64))); /* bytes written (sender, release) */
     uint8_t pad1[56];
     uint64_t tail __attribute__((aligned(64))); /* bytes consumed (receiver, release) */
@@ -58,16 +59,26 @@ enum pulc_rent_kind { PULC_RENT_PAD = 1, PULC_RENT_MSG = 2, PULC_RENT_TICKET = 3
 
 #define PULC_RENT_ALIGN 64u
 
-/* An entry in a ring's data: the header, then xlen extra header bytes, then len bytes. */
+/*
+ * An entry in a ring's data: the header, then xlen extra header bytes, then len bytes.
+ *
+ * The sender publishes an entry by storing its stamp last (release), and the reader polls
+ * the stamp at its own tail, not the ring's head: a small message then costs one cache line
+ * moving from the writer's core to the reader's, where polling head cost two (head's line,
+ * then the entry's).  head is still advanced after the stamp, for whoever looks at a ring
+ * from outside (pulc_local_ready, the sleeper's last look, psinfo).  The stamp is the entry's
+ * byte position XOR the ring's key: what a slot held in an earlier lap (an old header, or
+ * payload bytes of an entry that spanned it) is never taken for a new entry, unless it holds
+ * exactly this position mixed with a key it cannot know.
+ */
 struct pulc_rent {
-    uint32_t size; /* bytes of the whole entry, a multiple of PULC_RENT_ALIGN */
-    uint8_t kind;  /* enum pulc_rent_kind */
-    uint8_t proto; /* the protocol (PULC_PROTO_D) */
-    uint16_t xlen; /* extra header bytes */
-    uint32_t len;  /* payload bytes */
+    uint64_t stamp; /* published last: position of the entry in the ring ^ the ring's key */
+    uint32_t size;  /* bytes of the whole entry, a multiple of PULC_RENT_ALIGN */
+    uint8_t kind;   /* enum pulc_rent_kind */
+    uint8_t proto;  /* the protocol (PULC_PROTO_D) */
+    uint16_t xlen;  /* extra header bytes */
+    uint32_t len;   /* MSG: payload bytes; TICKET: the hidden message's descriptor */
     uint32_t msg_id;
-    uint32_t ticket; /* TICKET: the hidden message's descriptor */
-    uint32_t pad;
 };
 
 static inline struct pulc_ring *pulc_ring_at(struct pulc_area *a, uint32_t i)
@@ -85,6 +96,12 @@ static inline uint32_t pulc_rent_size(uint32_t xlen, uint32_t len)
 {
     return (uint32_t)((sizeof(struct pulc_rent) + xlen + len + PULC_RENT_ALIGN - 1) /
                       PULC_RENT_ALIGN * PULC_RENT_ALIGN);
+}
+
+/* The stamp an entry at byte position pos of ring r carries once it is written. */
+static inline uint64_t pulc_rent_stamp(const struct pulc_ring *r, uint64_t pos)
+{
+    return pos ^ r->key;
 }
 
 /* The largest xlen + len a ring of the area takes whole (a quarter of a ring, header off). */

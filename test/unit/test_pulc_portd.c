@@ -856,6 +856,64 @@ TEST(local_ring_follows_the_receivers_port_closing_and_reopening)
     CHECK_EQ_U64(pulc_ring_used(a), 0); /* both ends closed: every ring free again */
 }
 
+/* The open ring whose sender is port p, or PULC_NONE. */
+static uint32_t ring_of(struct pulc_area *a, PSP_Port *p)
+{
+    uint32_t num = PSP_PORTID_NUMBER(PSP_GetPortId(p));
+    for (uint32_t i = 0; i < a->cfg.rings; i++) {
+        struct pulc_ring *r = pulc_ring_at(a, i);
+        if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == PULC_RING_OPEN && r->src_port == num)
+            return i;
+    }
+    return PULC_NONE;
+}
+
+/* A reader finds an entry by its stamp at its own position, not by the writer's head: a ring
+ * a new pair reuses still holds the last pair's entries from position 0, and the new reader
+ * looks there before the new writer wrote anything (its first message was too big for the
+ * ring and went through the queue). */
+TEST(a_reused_ring_never_shows_what_its_last_pair_left_in_it)
+{
+    if (peer_is_remote())
+        SKIP("local rings: both ports on this node");
+    as_sender();
+    struct pulc_area *a = pulc_hal_self()->area;
+    char buf[64];
+    PSP_Request r;
+    PSP_Port *s1 = open_port(PSP_ANYPORT), *d1 = open_port(114);
+    CHECK_OK(PSP_Send(s1, PSP_GetPortId(d1), NULL, 0, "stale", 5));
+    CHECK_OK(PSP_Receive(d1, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
+    CHECK(r.len == 5 && memcmp(buf, "stale", 5) == 0, "the first pair's message");
+    uint32_t ring = ring_of(a, s1);
+    REQUIRE(ring != PULC_NONE, "the first pair used a ring");
+    PSP_ClosePort(s1);
+    PSP_ClosePort(d1);
+
+    const uint32_t len = pulc_ring_max(a) + 1000; /* through the queue */
+    uint8_t *big = malloc(len), *got = malloc(len);
+    REQUIRE(big && got, "malloc");
+    fill(big, 7, len);
+    PSP_Port *s2 = open_port(PSP_ANYPORT), *d2 = open_port(114);
+    PSP_Request sr;
+    CHECK_OK(PSP_ISend(s2, PSP_GetPortId(d2), NULL, 0, big, len, &sr));
+    REQUIRE(ring_of(a, s2) == ring, "the second pair reuses ring %u (got %u)", ring,
+            ring_of(a, s2));
+    CHECK_OK(PSP_Receive(d2, NULL, 0, got, len, NULL, NULL, &r));
+    CHECK_EQ_U64(r.len, len);
+    CHECK(check_content(got, 7, r.copied) == 0, "the second pair's message");
+    CHECK_OK(PSP_Wait(&sr, 10000));
+    PSP_MsgInfo info;
+    int more = 0;
+    for (int k = 0; k < 100 && !more; k++) /* what the ring would show is seen by now */
+        more = PSP_IProbe(d2, NULL, NULL, &info);
+    CHECK(!more, "a message of %u B from port %u arrived after the only one sent", info.len,
+          (unsigned)info.src);
+    PSP_ClosePort(s2);
+    PSP_ClosePort(d2);
+    free(big);
+    free(got);
+}
+
 /* ---- rawdata ---- */
 
 TEST(rawdata_writes_land_in_the_registered_buffer)
