@@ -20,7 +20,7 @@
  *          the message area; local: through the area, or copied once with process_vm_readv).
  *
  * Measurements per level and mode:
- *   latency     ping-pong of 4 and 8 bytes: round trip / 2, median and min..max of --reps
+ *   latency     ping-pong of 4 and 8 bytes: round trip / 2, median, mean and min..max of --reps
  *               rounds after a warm-up (count and time)
  *   throughput  a stream of messages of each size (4 B .. 4 MiB) client -> peer, timed from the
  *               first send until the peer's 4-byte "done" message (carrying the count) arrives;
@@ -1743,7 +1743,7 @@ enum cell_state { CELL_NOT_RUN, CELL_NA, CELL_DONE, CELL_FAILED };
 
 struct lat {
     uint32_t size;
-    double med, min, max;
+    double med, mean, min, max; /* mean: what OSU's latency reports, tail included */
     bool valid;
 };
 
@@ -1847,6 +1847,10 @@ static void lat_stats(double *v, uint64_t n, struct lat *l)
     l->min = v[0];
     l->max = v[n - 1];
     l->med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double sum = 0;
+    for (uint64_t i = 0; i < n; i++)
+        sum += v[i];
+    l->mean = sum / (double)n;
     l->valid = true;
 }
 
@@ -1917,7 +1921,7 @@ static void run_cell(struct peer *p, enum pp_level lv)
     printf("  latency = round trip / 2 in µs, %" PRIu64 " round trips after %" PRIu64
            " (and at least %.0f ms of) warm-up ones, every echo compared\n",
            o.reps, o.warmup, WARM_NS / 1e6);
-    printf("  %8s %12s %12s %12s\n", "bytes", "median", "min", "max");
+    printf("  %8s %12s %12s %12s %12s\n", "bytes", "median", "mean", "min", "max");
     for (int k = 0; k < 2; k++) {
         char what[64];
         snprintf(what, sizeof what, "ping-pong %u B", lat_sizes[k]);
@@ -1929,8 +1933,8 @@ static void run_cell(struct peer *p, enum pp_level lv)
         c->lat[k].size = lat_sizes[k];
         c->resends += out.resends;
         lat_stats(out.us, o.reps, &c->lat[k]);
-        printf("  %8u %12.2f %12.2f %12.2f\n", c->lat[k].size, c->lat[k].med, c->lat[k].min,
-               c->lat[k].max);
+        printf("  %8u %12.2f %12.2f %12.2f %12.2f\n", c->lat[k].size, c->lat[k].med, c->lat[k].mean,
+               c->lat[k].min, c->lat[k].max);
     }
     free(out.us);
     out.us = NULL;
@@ -2379,6 +2383,7 @@ static int write_csv(FILE *f, const char *path)
             for (int k = 0; k < 2; k++)
                 if (c->lat[k].valid) {
                     csv_row(f, ln, mn, "latency_median", c->lat[k].size, c->lat[k].med, "us", NULL);
+                    csv_row(f, ln, mn, "latency_mean", c->lat[k].size, c->lat[k].mean, "us", NULL);
                     csv_row(f, ln, mn, "latency_min", c->lat[k].size, c->lat[k].min, "us", NULL);
                     csv_row(f, ln, mn, "latency_max", c->lat[k].size, c->lat[k].max, "us", NULL);
                 }
