@@ -116,6 +116,24 @@ int mcp_tx_blocked(struct mcp_image *img, uint16_t dst, uint32_t posted)
     return (uint32_t)inflight + posted > img->cfg.window || MCP_LOAD_ACQ(&c->q_head) != MCP_NIL;
 }
 
+int mcp_tx_waiting(struct mcp_image *img, unsigned c, uint16_t dst)
+{
+    if (dst >= img->cfg.max_nodes)
+        return 0;
+    const struct mcp_context *cx = mcp_ctx(img, c);
+    if (MCP_LOAD_ACQ(&cx->head) != MCP_LOAD_ACQ(&cx->accept))
+        return 1; /* posted, not yet taken: its destination is not known here */
+    const struct mcp_conn *cn = mcp_conn(img, dst);
+    return MCP_LOAD_ACQ(&cn->q_head) != MCP_NIL ||
+           MCP_LOAD_ACQ(&cn->snd_tx) != MCP_LOAD_ACQ(&cn->snd_nxt);
+}
+
+void mcp_ack_asap(struct mcp_image *img, uint16_t src)
+{
+    if (src < img->cfg.max_nodes)
+        MCP_STORE_REL(&mcp_conn(img, src)->ack_asap, 1u);
+}
+
 int mcp_recv_peek(struct mcp_image *img, struct mcp_rx_desc *d)
 {
     uint32_t q = img->hostq_tail % img->cfg.hostq_slots;

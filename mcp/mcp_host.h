@@ -60,6 +60,17 @@ int mcp_tx_backlog(struct mcp_image *img);
  * the NIC lock. */
 int mcp_tx_blocked(struct mcp_image *img, uint16_t dst, uint32_t posted);
 
+/* Whether frames to node dst wait in the NIC: posted through context c and not yet taken by
+ * the firmware, queued behind dst's window, or not yet transmitted.  0 once every frame for
+ * dst has gone out at least once (ACKs may still be due).  A hint, read without the NIC lock. */
+int mcp_tx_waiting(struct mcp_image *img, unsigned c, uint16_t dst);
+
+/* Ask the firmware to acknowledge what it received from node src at its next pass instead of
+ * after ack_delay_us (a receiver that is done and goes off to compute: the sender's window
+ * would stay full until somebody else ran the firmware).  Without the NIC lock: a flag the
+ * firmware clears. */
+void mcp_ack_asap(struct mcp_image *img, uint16_t src);
+
 /* A frame waiting in the host receive queue. data points into the image. */
 struct mcp_rx_desc {
     const void *data;

@@ -187,10 +187,11 @@ struct mcp_conn {
     uint8_t gbn_seq;
     uint32_t q_head; /* READY slots waiting for a sequence number (global slot ids) */
     uint32_t q_tail;
-    uint32_t rto_us;    /* current timeout (backs off) */
-    uint32_t srtt_us;   /* smoothed round-trip time of data to its ACK; 0: no sample yet */
-    uint32_t rttvar_us; /* its mean deviation */
-    uint32_t pad;
+    uint32_t rto_us;        /* current timeout (backs off) */
+    uint32_t srtt_us;       /* smoothed round-trip time of data to its ACK; 0: no sample yet */
+    uint32_t rttvar_us;     /* its mean deviation */
+    uint32_t ack_asap;      /* host: acknowledge now, not after ack_delay_us (mcp_ack_asap);
+                               the firmware clears it at its next look at this peer */
     uint64_t last_rx_ns;    /* last valid frame from this peer */
     uint64_t wait_since_ns; /* when this connection last went from idle to having work */
     uint64_t rto_deadline;  /* 0 when not armed */

@@ -471,8 +471,12 @@ static int peer_run(struct pass *p, uint16_t node)
             mcp_jr_end(img);
         }
     }
-    if (c->ack_pending && (c->ack_pending >= (img->cfg.window + 1) / 2 || p->now >= c->ack_due_ns))
+    uint32_t asap = MCP_LOAD_ACQ(&c->ack_asap);
+    if (c->ack_pending &&
+        (c->ack_pending >= (img->cfg.window + 1) / 2 || p->now >= c->ack_due_ns || asap))
         send_ack(p, node, c);
+    if (asap)
+        MCP_STORE(c->ack_asap, 0u);
 
     if (has_pending_send(c) || c->ack_pending)
         return 1;

@@ -186,6 +186,23 @@ int PSP_IProbe(PSP_Port *port, PSP_AcceptFn accept, void *arg, PSP_MsgInfo *info
 /* Run the library's progress once (NIC, host queue, pending sends and receives). */
 int PSP_Progress(void);
 
+/*
+ * 1 while frames this process sent to dest's node still wait in the NIC to go out (behind the
+ * peer's send window, or not yet transmitted; a send completes when its data is posted, before
+ * that), else 0 (also for this node).  A caller that is about to stop calling the library for a
+ * while (an MPI rank leaving a blocking send to compute) keeps running PSP_Progress until this
+ * is 0: its own passes send the rest as ACKs come back, faster than psid's NIC thread.
+ */
+int PSP_SendWaiting(PSP_PortId dest);
+
+/*
+ * Acknowledge to peer's node now what arrived from there, instead of when reverse traffic
+ * carries it or PSP_ACK_DELAY_US passes, and send it: for a receiver that is done and about to
+ * stop calling the library, so the sender's window does not stay full until somebody else runs
+ * the NIC.  0, or an error of the progress engine.
+ */
+int PSP_AckNow(PSP_PortId peer);
+
 /* ---- port-S and port-M streams (stream.c) ---- */
 
 /*

@@ -1034,6 +1034,32 @@ int PSP_Send(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen
     return PSP_Wait(&r, -1);
 }
 
+int PSP_SendWaiting(PSP_PortId dest)
+{
+    int err = 0;
+    struct pulc_proc *P = pulc_proc(&err);
+    uint16_t node = PSP_PORTID_NODE(dest);
+    if (!P || node == P->node.node_id || P->node.ctx < 0)
+        return 0;
+    return mcp_tx_waiting(P->node.img, (unsigned)P->node.ctx, node);
+}
+
+int PSP_AckNow(PSP_PortId peer)
+{
+    int err = 0;
+    struct pulc_proc *P = pulc_proc(&err);
+    if (!P)
+        return err;
+    uint16_t node = PSP_PORTID_NODE(peer);
+    if (node == P->node.node_id)
+        return 0;
+    mcp_ack_asap(P->node.img, node);
+    if (P->h->kernel) /* the module's firmware thread runs at the doorbell */
+        return pulc_dev_ring(P->h);
+    (void)pulc_nic_send_try(P->node.area, &P->h->nic);
+    return 0;
+}
+
 int PSP_Receive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t len,
                 PSP_AcceptFn accept, void *arg, PSP_Request *req)
 {

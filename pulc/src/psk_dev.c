@@ -466,6 +466,11 @@ int pulc_dev_kick(struct pulc_hal *h)
     return ioctl(h->dev, PSK_IOC_KICK) == 0 ? 1 : -errno;
 }
 
+int pulc_dev_ring(struct pulc_hal *h)
+{
+    return ioctl(h->dev, PSK_IOC_KICK) == 0 ? 0 : -errno;
+}
+
 int pulc_dev_wait(struct pulc_hal *h, uint32_t seen, uint32_t timeout_ms)
 {
     struct psk_wait w = {seen, timeout_ms, 0, 0};

@@ -42,6 +42,10 @@ void pulc_dev_detach(struct pulc_hal *h);
  */
 int pulc_dev_kick(struct pulc_hal *h);
 
+/* Ring the doorbell even though nothing was posted (the firmware has other work: an ACK asked
+ * for now).  0 or a negative errno. */
+int pulc_dev_ring(struct pulc_hal *h);
+
 /*
  * Sleep until the image's rx_event differs from seen (frames delivered, or a PSK_IOC_WAKE) or
  * timeout_ms passes.  0, -ETIMEDOUT, -EINTR or another negative errno.

@@ -808,6 +808,49 @@ TEST(a_blocking_send_between_nodes_hands_its_frame_to_the_firmware_before_it_ret
     PSP_ClosePort(p);
 }
 
+/* PSP_SendWaiting: a large send completes at its post with most of its frames behind the
+ * peer's window; it says so until the frames went out, and progress gets them out. */
+TEST(send_waiting_holds_while_frames_wait_behind_the_window_and_clears_with_progress)
+{
+    if (!peer_is_remote())
+        SKIP("between nodes only");
+    const uint32_t len = 1u << 20;
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) {
+        as_receiver();
+        PSP_Port *p = open_port(116);
+        ready_post(1);
+        uint8_t *b = malloc(len);
+        PSP_Request r;
+        if (!b || PSP_Receive(p, NULL, 0, b, len, NULL, NULL, &r) || r.len != len ||
+            check_content(b, 5, len) || PSP_AckNow(r.src))
+            _exit(2);
+        PSP_ClosePort(p);
+        _exit(0);
+    }
+    uint16_t peer = as_sender();
+    PSP_Port *p = open_port(PSP_ANYPORT);
+    ready_wait();
+    uint8_t *b = malloc(len);
+    REQUIRE(b != NULL, "malloc");
+    fill(b, 5, len);
+    PSP_PortId dest = PSP_PORTID(peer, 116);
+    PSP_Request r;
+    REQUIRE(PSP_ISend(p, dest, NULL, 0, b, len, &r) == 0, "send");
+    CHECK_EQ_I64(PSP_SendWaiting(dest), 1); /* a few hundred frames, a window of them out */
+    CHECK_EQ_I64(PSP_SendWaiting(PSP_GetPortId(p)), 0); /* this node: nothing to wait for */
+    double t0 = now_ms();
+    while (PSP_SendWaiting(dest) && now_ms() - t0 < 20000)
+        CHECK_OK(PSP_Progress());
+    CHECK_EQ_I64(PSP_SendWaiting(dest), 0);
+    CHECK_OK(PSP_Wait(&r, 20000));
+    CHECK_EQ_I64(reap(pid), 0);
+    CHECK_OK(PSP_AckNow(PSP_GetPortId(p)));
+    PSP_ClosePort(p);
+    free(b);
+}
+
 TEST(local_ring_follows_the_receivers_port_closing_and_reopening)
 {
     if (peer_is_remote())

@@ -339,6 +339,43 @@ TEST(data_eq_accepted_and_acked_within_ack_delay)
     fx_fini(&f);
 }
 
+/* The host asks for the ACK now (mcp_ack_asap: a receiver that goes off to compute): it goes
+ * out at the next pass, not after ack_delay, and the request is used up. */
+TEST(data_eq_acked_at_the_next_pass_when_the_host_asks)
+{
+    struct mcp_config c;
+    struct fx f;
+    struct frame fr[4];
+    cfg_default(&c);
+    c.ack_delay_us = 100000; /* 100 ms: nothing in this test waits that long */
+    if (fx_init(&f, &c, 0) && peer_open(&f)) {
+        inject_data(&f, PISS, 1);
+        step(&f, 0);
+        HOST_TAKES(&f, 1);
+        step(&f, 10 * US);
+        CHECK_EQ_I64(take_frames(&f, fr, 4), 0); /* the ACK waits for reverse data */
+        CHECK_EQ_U64(mcp_conn(f.img, PEER)->ack_pending, 1);
+        mcp_ack_asap(f.img, PEER);
+        step(&f, US);
+        int n = take_frames(&f, fr, 4);
+        if (CHECK(n == 1, "%d frames at the pass after the request", n))
+            FRAME_IS(fr[0], MCP_FT_ACK, f.lcid, PCID, ANY, (uint8_t)(PISS + 1));
+        COUNTERS(&f, "rx_frames=1 rx_data=1 delivered=1 tx_ack=1");
+        CHECK_EQ_U64(mcp_conn(f.img, PEER)->ack_asap, 0);
+        /* used up: the next frame's ACK waits for the delay again */
+        inject_data(&f, PISS + 1, 2);
+        step(&f, 0);
+        HOST_TAKES(&f, 2);
+        step(&f, 10 * US);
+        CHECK_EQ_I64(take_frames(&f, fr, 4), 0);
+        step(&f, c.ack_delay_us * US);
+        n = take_frames(&f, fr, 4);
+        if (CHECK(n == 1, "%d frames after ack_delay", n))
+            FRAME_IS(fr[0], MCP_FT_ACK, f.lcid, PCID, ANY, (uint8_t)(PISS + 2));
+    }
+    fx_fini(&f);
+}
+
 TEST(data_eq_window_half_acked_at_once)
 {
     struct mcp_config c;
