@@ -26,6 +26,7 @@ typedef struct psport_raw_recv {
     struct psport_raw_recv *next;
     MPIR_Request *rreq;
     PSP_RawHandle handle;
+    PSP_PortId writer; /* the sender's port */
     uint32_t len;
     void *tmp; /* non-contiguous receive buffer: unpack from here */
 } psport_raw_recv_t;
@@ -156,6 +157,7 @@ static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
                                  PSP_StrError(rc));
         }
         w->rreq = rreq;
+        w->writer = dst;
         w->len = (uint32_t)n;
         w->tmp = tmp;
         w->next = raw_recvs;
@@ -278,6 +280,10 @@ int MPIDI_CH3I_Rndv_progress(int *made)
                                      rreq->status.MPI_SOURCE, PSP_StrError((int)got));
         else
             PSP_RawUnregister(MPIDI_CH3I_port, &w->handle);
+        /* The rank may go off to compute now: the frames it owes an ACK for would hold the
+         * sender's window until psid's NIC thread ran (up to PSP_NIC_QUIET_US). */
+        if (got >= 0)
+            (void)PSP_AckNow(w->writer);
         if (w->tmp) {
             MPI_Aint unpacked;
             MPIR_Typerep_unpack(w->tmp, w->len, rreq->dev.user_buf, rreq->dev.user_count,

@@ -16,6 +16,7 @@ typedef struct psport_send {
     struct psport_send *next;
     MPIDI_VC_t *vc;
     MPIR_Request *sreq; /* completed (or OnDataAvail called) when PULC is done; may be NULL */
+    PSP_PortId drain;   /* rendezvous data: done only once its frames left the NIC; 0 none */
     void *gather;       /* payload gathered from several pieces, freed when done */
     union {             /* wire header + packet: must live until PULC is done */
         MPIDI_CH3I_Wire_t wire;
@@ -106,6 +107,7 @@ static psport_send_t *rec_get(void)
         r->next = NULL;
         r->sreq = NULL;
         r->gather = NULL;
+        r->drain = 0;
     }
     return r;
 }
@@ -172,11 +174,26 @@ static int gather(void **buf, size_t *len, size_t *cap, const struct iovec *iov,
     return 0;
 }
 
+/*
+ * Whether PULC is done with r.  Rendezvous data (and eager data of DRAIN_MIN bytes and more)
+ * also waits until its frames have left the
+ * NIC: PULC completes a send once its data is posted, and a blocking MPI_Send would return
+ * while frames behind the peer's window wait; its rank then computes, and they go out only
+ * when psid's NIC thread runs (PDGEMM between two nodes lost up to half its speed at small N).
+ * Polling here, the rank sends them itself as the ACKs come back.
+ */
+#define DRAIN_MIN 8192u /* eager data from here on is more than a send window of frames */
+
+static int send_done(psport_send_t *r)
+{
+    return PSP_IsComplete(&r->preq) && (!r->drain || r->preq.error || !PSP_SendWaiting(r->drain));
+}
+
 /* Hand r to PULC (already posted by the caller): done now, or queue it. */
 static int settle(psport_send_t *r, MPIR_Request **sreq_out, int make_request)
 {
     int mpi_errno = MPI_SUCCESS;
-    if (PSP_Test(&r->preq))
+    if (PSP_Test(&r->preq) && send_done(r))
         return finish(r);
     if (make_request) { /* iStartMsg*: the caller gets a request only now */
         MPIR_Request *sreq = MPIR_Request_create(MPIR_REQUEST_KIND__SEND);
@@ -270,6 +287,8 @@ int MPIDI_CH3I_Send(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct iovec *iov,
     MPIR_ERR_CHKANDJUMP1(len > UINT32_MAX, mpi_errno, MPI_ERR_OTHER, "**psport_toolong",
                          "**psport_toolong %L", (long long)len);
 
+    if (len >= DRAIN_MIN)
+        r->drain = dest;
     int rc =
         PSP_ISend(MPIDI_CH3I_port, dest, r->x.bytes,
                   (uint16_t)(sizeof(MPIDI_CH3I_Wire_t) + pkt_len), data, (uint32_t)len, &r->preq);
@@ -292,6 +311,7 @@ int MPIDI_CH3I_Send_raw(MPIDI_VC_t *vc, MPIR_Request *sreq, const PSP_RawHandle 
     MPIR_ERR_CHKANDJUMP(r == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     r->vc = vc;
     r->sreq = sreq;
+    r->drain = h->port;
     int rc = PSP_RawSend(MPIDI_CH3I_port, h, 0, buf, len, &r->preq);
     if (rc) {
         rec_put(r);
@@ -308,7 +328,7 @@ int MPIDI_CH3I_Send_progress(int *made)
     int mpi_errno = MPI_SUCCESS;
     psport_send_t *prev = NULL, *r = active_head;
     while (r) {
-        if (!PSP_IsComplete(&r->preq)) { /* the caller just made progress */
+        if (!send_done(r)) { /* the caller just made progress */
             prev = r;
             r = r->next;
             continue;
