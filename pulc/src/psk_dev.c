@@ -455,6 +455,11 @@ void pulc_dev_detach(struct pulc_hal *h)
         close(h->dev);
 }
 
+int pulc_dev_ring(struct pulc_hal *h)
+{
+    return ioctl(h->dev, PSK_IOC_KICK) == 0 ? 0 : -errno;
+}
+
 int pulc_dev_kick(struct pulc_hal *h)
 {
     /* the main thread and the drainer both ring: a race rings once too often, never too
@@ -463,12 +468,8 @@ int pulc_dev_kick(struct pulc_hal *h)
     if (head == __atomic_load_n(&h->kick_head, __ATOMIC_RELAXED))
         return 0;
     __atomic_store_n(&h->kick_head, head, __ATOMIC_RELAXED);
-    return ioctl(h->dev, PSK_IOC_KICK) == 0 ? 1 : -errno;
-}
-
-int pulc_dev_ring(struct pulc_hal *h)
-{
-    return ioctl(h->dev, PSK_IOC_KICK) == 0 ? 0 : -errno;
+    int rc = pulc_dev_ring(h);
+    return rc ? rc : 1;
 }
 
 int pulc_dev_wait(struct pulc_hal *h, uint32_t seen, uint32_t timeout_ms)
