@@ -174,16 +174,16 @@ static int gather(void **buf, size_t *len, size_t *cap, const struct iovec *iov,
     return 0;
 }
 
-/*
- * Whether PULC is done with r.  Rendezvous data (and eager data of DRAIN_MIN bytes and more)
- * also waits until its frames have left the
- * NIC: PULC completes a send once its data is posted, and a blocking MPI_Send would return
- * while frames behind the peer's window wait; its rank then computes, and they go out only
- * when psid's NIC thread runs (PDGEMM between two nodes lost up to half its speed at small N).
- * Polling here, the rank sends them itself as the ACKs come back.
- */
 #define DRAIN_MIN 8192u /* eager data from here on is more than a send window of frames */
 
+/*
+ * Whether PULC is done with r.  Rendezvous data, and eager data of DRAIN_MIN bytes and more,
+ * also waits until its frames have left the NIC: PULC completes a send once its data is
+ * posted, and a blocking MPI_Send would return while frames behind the peer's window wait;
+ * its rank then computes, and they go out only when psid's NIC thread runs (PDGEMM between
+ * two nodes lost up to half its speed at small N).  Polling here, the rank sends them itself
+ * as the ACKs come back.
+ */
 static int send_done(psport_send_t *r)
 {
     return PSP_IsComplete(&r->preq) && (!r->drain || r->preq.error || !PSP_SendWaiting(r->drain));
