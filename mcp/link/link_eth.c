@@ -7,6 +7,9 @@
  *
  * Frames shorter than the Ethernet minimum are padded by some NICs; a received minimum-size
  * frame is trimmed back to the length its firmware header announces.
+ *
+ * Frames come in through the socket's receive ring (eth_ring.h: a look for frames is a load,
+ * not a system call) unless PSP_ETH_RING=0 or the kernel refuses the ring; then recvmmsg.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,10 +25,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "eth_ring.h"
 #include "link.h"
 #include "link_sock.h"
 #include "log.h"
 #include "mcp_wire.h"
+#include "settings.h"
 
 #define ETH_HDR 14u
 #define ETH_MIN 60u /* shortest frame on the wire (without FCS) */
@@ -42,6 +47,7 @@ struct eth_link {
     struct iovec riov[MCP_SOCK_RXBATCH][2];
     struct sockaddr_ll rsll[MCP_SOCK_RXBATCH];
     uint8_t rhdr[MCP_SOCK_RXBATCH][ETH_HDR];
+    struct eth_ring ring; /* ring.map == NULL: read with recvmmsg */
 };
 
 static int eth_route(struct mcp_sock_link *s, uint16_t dst)
@@ -68,6 +74,58 @@ static void eth_fill(struct mcp_sock_link *s, struct mcp_sock_txent *t, struct m
     t->hdr[13] = (uint8_t)(MCP_ETHERTYPE & 0xff);
 }
 
+/* True when a frame of wire bytes (header h) is not one of ours: counted, skipped. */
+static int foreign(struct mcp_sock_link *s, uint8_t pkttype, const uint8_t *h, uint32_t wire)
+{
+    if (pkttype == PACKET_OUTGOING || wire < ETH_HDR || h[12] != (uint8_t)(MCP_ETHERTYPE >> 8) ||
+        h[13] != (uint8_t)(MCP_ETHERTYPE & 0xff)) {
+        s->st.rx_ignored++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Length of a frame's firmware part: wire bytes less the header, trimmed when the frame was
+ * padded to the Ethernet minimum (p: its first bytes after the header). */
+static uint32_t frame_len(uint32_t wire, const uint8_t *p, uint32_t have)
+{
+    uint32_t len = wire - ETH_HDR;
+    if (wire == ETH_MIN && len >= MCP_WIRE_HDR && have >= MCP_WIRE_HDR) {
+        uint32_t want = MCP_WIRE_HDR + mcp_get_le16(p + 20);
+        if (want < len)
+            len = want;
+    }
+    return len;
+}
+
+/* rx() through the receive ring: each frame copied once, ring to the firmware's buffer. */
+static int eth_rx_ring(struct eth_link *e, void *const *bufs, uint32_t cap, uint32_t *lens, int n)
+{
+    struct mcp_sock_link *s = &e->s;
+    int out = 0;
+    const uint8_t *d;
+    uint32_t snap, wire;
+    uint8_t type;
+    while (out < n && eth_ring_peek(&e->ring, &d, &snap, &wire, &type)) {
+        if (!foreign(s, type, d, snap < wire ? snap : wire)) {
+            uint32_t have = snap - ETH_HDR; /* snap >= ETH_HDR: not foreign */
+            uint32_t len = frame_len(wire, d + ETH_HDR, have);
+            if (len > cap || have < len) {
+                memcpy(bufs[out], d + ETH_HDR, have < cap ? have : cap);
+                len = cap + 1; /* longer than the buffer, or cut short by the ring frame */
+                s->st.rx_truncated++;
+            } else {
+                memcpy(bufs[out], d + ETH_HDR, len);
+            }
+            lens[out++] = len;
+            s->st.rx_frames++;
+            s->st.rx_bytes += wire - ETH_HDR;
+        }
+        eth_ring_release(&e->ring);
+    }
+    return out;
+}
+
 static int eth_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_t *lens, int n)
 {
     struct eth_link *e = (struct eth_link *)l;
@@ -75,6 +133,8 @@ static int eth_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_
 
     if (n <= 0)
         return 0;
+    if (e->ring.map)
+        return eth_rx_ring(e, bufs, cap, lens, n);
     if (n > MCP_SOCK_RXBATCH)
         n = MCP_SOCK_RXBATCH;
     for (int i = 0; i < n; i++) {
@@ -111,21 +171,14 @@ static int eth_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_
     int out = 0;
     for (int i = 0; i < r; i++) {
         uint32_t wire = e->rmsg[i].msg_len;
-        const uint8_t *h = e->rhdr[i];
-        if (e->rsll[i].sll_pkttype == PACKET_OUTGOING || wire < ETH_HDR ||
-            h[12] != (uint8_t)(MCP_ETHERTYPE >> 8) || h[13] != (uint8_t)(MCP_ETHERTYPE & 0xff)) {
-            s->st.rx_ignored++;
+        if (foreign(s, e->rsll[i].sll_pkttype, e->rhdr[i], wire))
             continue;
-        }
-        uint32_t len = wire - ETH_HDR;
+        uint32_t len;
         if (e->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC) {
             len = cap + 1;
             s->st.rx_truncated++;
-        } else if (wire == ETH_MIN && len >= MCP_WIRE_HDR) {
-            /* possibly padded to the minimum: trust the firmware header's length */
-            uint32_t want = MCP_WIRE_HDR + mcp_get_le16((const uint8_t *)bufs[i] + 20);
-            if (want < len)
-                len = want;
+        } else {
+            len = frame_len(wire, bufs[i], wire - ETH_HDR);
         }
         if (out != i)
             memmove(bufs[out], bufs[i], len <= cap ? len : cap);
@@ -139,6 +192,7 @@ static int eth_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_
 static void eth_close(struct lanai_link *l)
 {
     struct eth_link *e = (struct eth_link *)l;
+    eth_ring_unmap(&e->ring);
     mcp_sock_fini(&e->s);
     free(e->has_mac);
     free(e->macs);
@@ -316,6 +370,25 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
                  (unsigned)p->node, a, e->ifname, b);
     }
 
+    /* the receive ring: made before bind, so that no frame waits in the socket queue */
+    if (adopted) {
+        rc = eth_ring_adopt(&e->ring, fd, mtu);
+        if (rc < 0) {
+            psp_set_err(err, errlen,
+                        "eth link: cannot map the receive ring of the socket handed over: %s (did "
+                        "the MTU of %s change since psid started? restart psid)",
+                        strerror(-rc), e->ifname);
+            goto fail;
+        }
+    } else {
+        uint64_t want = 1;
+        if (psp_setting_u64("PSP_ETH_RING", 0, 1, &want, err, errlen))
+            goto fail;
+        if (want && (rc = eth_ring_create(&e->ring, fd, mtu)) != 0)
+            PSP_WARN("eth link: no receive ring on %s (%s): frames are read with recvmmsg",
+                     e->ifname, strerror(-rc));
+    }
+
     if (!adopted) {
         struct sockaddr_ll ll;
         memset(&ll, 0, sizeof ll);
@@ -348,6 +421,7 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
     return &e->s.l;
 
 fail:
+    eth_ring_unmap(&e->ring);
     if (adopted)
         e->s.fd = -1;
     mcp_sock_fini(&e->s);

@@ -17,6 +17,7 @@
 #include "link.h"
 #include "link_sim.h"
 #include "mcp_wire.h"
+#include "eth_ring.h"
 #include "udp_seg.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -1519,6 +1520,143 @@ static void eth_checks(void)
     free(r);
 }
 
+/* The socket behind an eth link reads through a receive ring (TPACKET_V2), or not (V1). */
+static int has_ring(struct lanai_link *l)
+{
+    int v = -1;
+    socklen_t len = sizeof v;
+    if (getsockopt(mcp_link_fd(l), SOL_PACKET, PACKET_VERSION, &v, &len) != 0)
+        return -1;
+    return v == TPACKET_V2;
+}
+
+/* Send count frames numbered from first, 50 at a time, each batch read from readers[] in
+ * turn (batch k by readers[k % nreaders]); the numbers read, in the order read, into seen. */
+static int ring_stream(struct lanai_link *tx, struct lanai_link **readers, int nreaders,
+                       struct rxbufs *r, uint32_t first, uint32_t count, uint32_t *seen)
+{
+    static uint8_t f[50][64];
+    uint32_t got_all = 0;
+    for (uint32_t k = 0; k * 50 < count; k++) {
+        uint32_t n = count - k * 50 < 50 ? count - k * 50 : 50;
+        for (uint32_t i = 0; i < n; i++) {
+            make_frame(f[i], 64, MCP_FT_DATA, first + k * 50 + i);
+            if (lanai_tx(tx, 1, f[i], 64) != 0)
+                return -1;
+        }
+        if (lanai_flush(tx) != (int)n)
+            return -1;
+        int got = 0;
+        rx_until(readers[k % (uint32_t)nreaders], r, SIM_MAXF, (int)n, &got);
+        for (int i = 0; i < got; i++)
+            if (frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, frame_no(r->mem[i])))
+                seen[got_all++] = frame_no(r->mem[i]);
+    }
+    return (int)got_all;
+}
+
+/*
+ * The receive ring, in the namespace of eth_checks (veth pspa <-> pspb up, MTU 1500): shared by
+ * every link on one socket, robust against a reader that died halfway, and off on request.
+ */
+static void eth_ring_checks(void)
+{
+    static struct psp_nodes n;
+    char err[256] = "";
+    CHECK(system("ip link set pspb up && ip link set pspa mtu 1500 && ip link set pspb mtu 1500") ==
+              0,
+          "up");
+    REQUIRE(psp_nodes_parse("0 10.0.0.1 " MAC_A " pspa\n1 10.0.0.2 " MAC_B " pspb\n", 9, &n, err,
+                            sizeof err) == 0,
+            "%s", err);
+    struct lanai_link *l[3];
+    for (int i = 0; i < 2; i++) {
+        struct mcp_link_params p = {0};
+        p.node = (uint16_t)i;
+        p.nodes = &n;
+        p.fd = -1;
+        l[i] = mcp_link_open("eth", &p, err, sizeof err);
+        REQUIRE(l[i] != NULL, "open node %d: %s", i, err);
+    }
+    CHECK_EQ_I64(has_ring(l[1]), 1);
+    /* a second link on node 1's socket (a client psid handed it to), node 1's kept open */
+    struct mcp_link_params p = {0};
+    p.node = 1;
+    p.nodes = &n;
+    p.fd = dup(mcp_link_fd(l[1]));
+    l[2] = mcp_link_open("eth", &p, err, sizeof err);
+    REQUIRE(l[2] != NULL, "open from a descriptor: %s", err);
+
+    /* Both read one ring, in turns, over several laps of it: every frame once, in order. */
+    struct eth_ring geo;
+    REQUIRE(eth_ring_adopt(&geo, mcp_link_fd(l[1]), 1500) == 1, "a ring to map");
+    uint32_t laps = 3 * geo.frame_nr + 77;
+    uint32_t *seen = calloc(laps, sizeof *seen);
+    struct rxbufs *r = rxbufs_new();
+    REQUIRE(seen && r, "memory");
+    struct lanai_link *both[2] = {l[1], l[2]};
+    int got = ring_stream(l[0], both, 2, r, 0, laps, seen);
+    CHECK_EQ_I64(got, laps);
+    uint32_t bad = 0;
+    for (int i = 0; i < got; i++)
+        bad += seen[i] != (uint32_t)i;
+    CHECK(bad == 0, "%u of %d frames out of place (first: #0 = %u)", bad, got, seen[0]);
+
+    /* A reader that died after moving on but before giving its frame back: the next reader
+     * gives it back, and the kernel goes past it on the next lap (else every frame from then
+     * on is dropped). */
+    uint8_t one[64];
+    make_frame(one, 64, MCP_FT_DATA, 999999);
+    CHECK_OK(lanai_tx(l[0], 1, one, 64));
+    CHECK_EQ_I64(lanai_flush(l[0]), 1);
+    const uint8_t *d;
+    uint32_t snap = 0, wire = 0;
+    uint8_t type;
+    double end = now_s() + 1.0;
+    int peeked = 0;
+    while (!(peeked = eth_ring_peek(&geo, &d, &snap, &wire, &type)) && now_s() < end)
+        ;
+    REQUIRE(peeked == 1, "the frame never reached the ring");
+    CHECK_EQ_U64(wire, 14 + 64);
+    uint32_t at = *geo.tail;
+    *geo.tail = at + 1 == geo.frame_nr ? 0 : at + 1; /* moved on, then "died" */
+    got = ring_stream(l[0], both, 2, r, 0, geo.frame_nr + 100, seen);
+    CHECK_EQ_I64(got, geo.frame_nr + 100);
+    for (int i = 0; i < got; i++)
+        if (seen[i] != (uint32_t)i) {
+            CHECK(0, "after a dead reader: frame %d is #%u", i, seen[i]);
+            break;
+        }
+    struct mcp_link_stats st;
+    mcp_link_stats(l[1], &st);
+    struct mcp_link_stats st2;
+    mcp_link_stats(l[2], &st2);
+    CHECK_EQ_U64(st.rx_frames + st2.rx_frames, laps + geo.frame_nr + 100);
+    eth_ring_unmap(&geo);
+    lanai_close(l[2]);
+    lanai_close(l[1]);
+
+    /* PSP_ETH_RING=0: no ring, frames read with recvmmsg */
+    setenv("PSP_ETH_RING", "0", 1);
+    p.fd = -1;
+    l[1] = mcp_link_open("eth", &p, err, sizeof err);
+    unsetenv("PSP_ETH_RING");
+    REQUIRE(l[1] != NULL, "open without a ring: %s", err);
+    CHECK_EQ_I64(has_ring(l[1]), 0);
+    struct lanai_link *plain[1] = {l[1]};
+    got = ring_stream(l[0], plain, 1, r, 5, 500, seen);
+    CHECK_EQ_I64(got, 500);
+    CHECK(got > 0 && seen[0] == 5 && seen[got - 1] == 504, "first #%u", seen[0]);
+    setenv("PSP_ETH_RING", "2", 1);
+    CHECK(mcp_link_open("eth", &p, err, sizeof err) == NULL && contains(err, "PSP_ETH_RING"),
+          "\"%s\"", err);
+    unsetenv("PSP_ETH_RING");
+    lanai_close(l[1]);
+    lanai_close(l[0]);
+    free(seen);
+    free(r);
+}
+
 TEST(eth_veth_in_private_netns)
 {
     if (geteuid() != 0)
@@ -1534,8 +1672,10 @@ TEST(eth_veth_in_private_netns)
     }
     int made = system("ip link add pspa address " MAC_A " type veth peer name pspb address " MAC_B
                       " >/dev/null 2>&1 && ip link set pspa up && ip link set pspb up") == 0;
-    if (made)
+    if (made) {
         eth_checks();
+        eth_ring_checks();
+    }
     /* back home; the namespace and its veth pair go away with their last user */
     CHECK(setns(home, CLONE_NEWNET) == 0, "setns back: %s", strerror(errno));
     close(home);

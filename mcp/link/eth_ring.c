@@ -1,0 +1,148 @@
+/*
+ * eth_ring.c — the eth link's receive ring (see eth_ring.h).
+ *
+ * Kernel rules this relies on (packet(7), TPACKET_V2): the kernel takes frames strictly in
+ * ring order, each only when its status is TP_STATUS_KERNEL, and sets TP_STATUS_USER when it
+ * has filled it; when the next frame is still the reader's it drops the packet (a frame lost
+ * on the wire, for the firmware).  Frames received on two CPUs at once may be completed out of
+ * order, so a frame that is not the reader's yet is waited for, never skipped.
+ */
+#include "eth_ring.h"
+
+#include <errno.h>
+#include <linux/if_packet.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define RING_BLOCK     (128u << 10) /* bytes per block (a multiple of the page size) */
+#define RING_MAC_ROOM  80u          /* frame bytes before the payload's end of MAC header */
+#define RING_TAIL_ROOM 64u          /* bytes of block 0 past its frames kept for the tail */
+
+/* Frame and block sizes for an interface MTU: the same answer in every process. */
+static void geometry(struct eth_ring *r, int mtu)
+{
+    uint32_t page = (uint32_t)sysconf(_SC_PAGESIZE);
+    /* the kernel puts the MAC header at TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14 (66 for
+     * SOCK_RAW), so MTU + 80 bytes hold a whole frame; 64 more are slack */
+    uint32_t frame = ((uint32_t)mtu + RING_MAC_ROOM + 64u + 63u) & ~63u;
+    uint32_t block = RING_BLOCK;
+    if (block < frame + RING_TAIL_ROOM)
+        block = (frame + RING_TAIL_ROOM + page - 1) / page * page;
+    while (block - block / frame * frame < RING_TAIL_ROOM)
+        frame += 64u; /* the kernel uses whole blocks of frames: make room for the tail */
+    r->frame_size = frame;
+    r->block_size = block;
+    r->per_block = block / frame;
+    uint32_t blocks = ETH_RING_BYTES / block ? ETH_RING_BYTES / block : 1u;
+    r->frame_nr = r->per_block * blocks;
+    r->map_len = (size_t)block * blocks;
+}
+
+static int map_ring(struct eth_ring *r, int fd)
+{
+    void *m = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return -errno;
+    r->map = m;
+    r->tail = (uint32_t *)(r->map + (size_t)r->per_block * r->frame_size);
+    return 0;
+}
+
+int eth_ring_create(struct eth_ring *r, int fd, int mtu)
+{
+    memset(r, 0, sizeof *r);
+    geometry(r, mtu);
+    int v = TPACKET_V2;
+    if (setsockopt(fd, SOL_PACKET, PACKET_VERSION, &v, sizeof v) != 0)
+        return -errno;
+    struct tpacket_req req = {
+        .tp_block_size = r->block_size,
+        .tp_block_nr = (unsigned)(r->map_len / r->block_size),
+        .tp_frame_size = r->frame_size,
+        .tp_frame_nr = r->frame_nr,
+    };
+    int rc = 0;
+    if (setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) != 0)
+        rc = -errno;
+    else if ((rc = map_ring(r, fd)) != 0) {
+        memset(&req, 0, sizeof req); /* no ring after all: frames go to the socket queue */
+        (void)setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req);
+    }
+    if (rc) {
+        v = TPACKET_V1; /* a socket without a ring says so to those who adopt it */
+        (void)setsockopt(fd, SOL_PACKET, PACKET_VERSION, &v, sizeof v);
+        r->map = NULL;
+    }
+    return rc;
+}
+
+int eth_ring_adopt(struct eth_ring *r, int fd, int mtu)
+{
+    memset(r, 0, sizeof *r);
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (getsockopt(fd, SOL_PACKET, PACKET_VERSION, &v, &len) != 0)
+        return -errno;
+    if (v != TPACKET_V2)
+        return 0;
+    geometry(r, mtu);
+    int rc = map_ring(r, fd);
+    return rc ? rc : 1;
+}
+
+void eth_ring_unmap(struct eth_ring *r)
+{
+    if (r->map)
+        munmap(r->map, r->map_len);
+    r->map = NULL;
+    r->tail = NULL;
+}
+
+static struct tpacket2_hdr *frame_at(const struct eth_ring *r, uint32_t i)
+{
+    return (struct tpacket2_hdr *)(r->map + (size_t)(i / r->per_block) * r->block_size +
+                                   (size_t)(i % r->per_block) * r->frame_size);
+}
+
+static int has_data(const struct tpacket2_hdr *h)
+{
+    return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
+}
+
+int eth_ring_peek(struct eth_ring *r, const uint8_t **data, uint32_t *snap, uint32_t *wire,
+                  uint8_t *pkttype)
+{
+    uint32_t i = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE);
+    if (i >= r->frame_nr)
+        i = 0; /* never written so by a reader: memory the kernel gave zeroed */
+    /* A reader that died between moving on and giving its frame back left that frame the
+     * reader's: give it back, or the kernel stops at it a lap later.  (Were the ring so full
+     * that the frame is already the next lap's, that frame is lost, which the firmware
+     * repairs like any frame lost on the wire.)  One load of a line this reader just wrote. */
+    struct tpacket2_hdr *prev = frame_at(r, i ? i - 1 : r->frame_nr - 1);
+    if (has_data(prev))
+        __atomic_store_n(&prev->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+    struct tpacket2_hdr *h = frame_at(r, i);
+    if (!has_data(h))
+        return 0;
+    const struct sockaddr_ll *sll =
+        (const struct sockaddr_ll *)((const uint8_t *)h + TPACKET_ALIGN(sizeof *h));
+    *data = (const uint8_t *)h + h->tp_mac;
+    *snap = h->tp_snaplen;
+    *wire = h->tp_len;
+    *pkttype = sll->sll_pkttype;
+    return 1;
+}
+
+void eth_ring_release(struct eth_ring *r)
+{
+    uint32_t i = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE);
+    if (i >= r->frame_nr)
+        i = 0;
+    /* move on first: a reader dying in between leaves a frame the next one gives back
+     * (eth_ring_peek), not a frame read twice */
+    __atomic_store_n(r->tail, i + 1 == r->frame_nr ? 0 : i + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&frame_at(r, i)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+}
