@@ -37,6 +37,9 @@ struct lanai_link_ops {
     int (*rx)(struct lanai_link *link, void *const *bufs, uint32_t cap, uint32_t *lens, int n);
     /* Release the link and everything it owns. */
     void (*close)(struct lanai_link *link);
+    /* Optional: 0 when rx() would find nothing, 1 when it may find frames; a look without a
+     * system call (a receive ring).  NULL: the firmware asks rx() every pass. */
+    int (*pending)(struct lanai_link *link);
 };
 
 /* A link instance. Implementations embed this as their first member. */
@@ -62,6 +65,12 @@ static inline int lanai_rx(struct lanai_link *l, void *const *bufs, uint32_t cap
                            int n)
 {
     return l->ops->rx(l, bufs, cap, lens, n);
+}
+
+/* 0 when nothing waits to be received for certain, else 1 (see ops.pending). */
+static inline int lanai_pending(struct lanai_link *l)
+{
+    return l->ops->pending ? l->ops->pending(l) : 1;
 }
 
 static inline void lanai_close(struct lanai_link *l)

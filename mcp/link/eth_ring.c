@@ -111,12 +111,9 @@ static int has_data(const struct tpacket2_hdr *h)
     return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
 }
 
-int eth_ring_peek(struct eth_ring *r, const uint8_t **data, uint32_t *snap, uint32_t *wire,
-                  uint8_t *pkttype)
+/* Frame i, the read position: after giving back a frame a dead reader left behind it. */
+static struct tpacket2_hdr *at_tail(struct eth_ring *r, uint32_t i)
 {
-    uint32_t i = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE);
-    if (i >= r->frame_nr)
-        i = 0; /* never written so by a reader: memory the kernel gave zeroed */
     /* A reader that died between moving on and giving its frame back left that frame the
      * reader's: give it back, or the kernel stops at it a lap later.  (Were the ring so full
      * that the frame is already the next lap's, that frame is lost, which the firmware
@@ -124,7 +121,24 @@ int eth_ring_peek(struct eth_ring *r, const uint8_t **data, uint32_t *snap, uint
     struct tpacket2_hdr *prev = frame_at(r, i ? i - 1 : r->frame_nr - 1);
     if (has_data(prev))
         __atomic_store_n(&prev->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-    struct tpacket2_hdr *h = frame_at(r, i);
+    return frame_at(r, i);
+}
+
+static uint32_t tail_index(const struct eth_ring *r)
+{
+    uint32_t i = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE);
+    return i < r->frame_nr ? i : 0; /* never so by a reader: memory the kernel gave zeroed */
+}
+
+int eth_ring_ready(struct eth_ring *r)
+{
+    return has_data(at_tail(r, tail_index(r)));
+}
+
+int eth_ring_peek(struct eth_ring *r, const uint8_t **data, uint32_t *snap, uint32_t *wire,
+                  uint8_t *pkttype)
+{
+    struct tpacket2_hdr *h = at_tail(r, tail_index(r));
     if (!has_data(h))
         return 0;
     const struct sockaddr_ll *sll =
@@ -138,11 +152,9 @@ int eth_ring_peek(struct eth_ring *r, const uint8_t **data, uint32_t *snap, uint
 
 void eth_ring_release(struct eth_ring *r)
 {
-    uint32_t i = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE);
-    if (i >= r->frame_nr)
-        i = 0;
+    uint32_t i = tail_index(r);
     /* move on first: a reader dying in between leaves a frame the next one gives back
-     * (eth_ring_peek), not a frame read twice */
+     * (at_tail), not a frame read twice */
     __atomic_store_n(r->tail, i + 1 == r->frame_nr ? 0 : i + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&frame_at(r, i)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
 }

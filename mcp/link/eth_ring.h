@@ -49,6 +49,9 @@ int eth_ring_adopt(struct eth_ring *r, int fd, int mtu);
 /* Unmap the ring (the socket keeps it until it is closed). */
 void eth_ring_unmap(struct eth_ring *r);
 
+/* 1 when a frame waits to be read, else 0: one load, no system call. */
+int eth_ring_ready(struct eth_ring *r);
+
 /*
  * The oldest frame not yet read: 1 with *data (from its Ethernet header on, *snap bytes of
  * the *wire bytes it had on the wire) and *pkttype (its sll_pkttype), or 0 when none waits.

@@ -200,11 +200,19 @@ static void eth_close(struct lanai_link *l)
     free(e);
 }
 
+/* With a ring, whether rx() would find anything is one load (lanai.h: pending). */
+static int eth_pending(struct lanai_link *l)
+{
+    struct eth_link *e = (struct eth_link *)l;
+    return e->ring.map ? eth_ring_ready(&e->ring) : 1;
+}
+
 static const struct lanai_link_ops eth_ops = {
     .tx = mcp_sock_tx,
     .flush = mcp_sock_flush,
     .rx = eth_rx,
     .close = eth_close,
+    .pending = eth_pending,
 };
 
 static void fmt_mac(const uint8_t m[6], char out[18])

@@ -132,7 +132,7 @@ static void gate_close(struct lanai_link *l)
     (void)l;
 }
 
-static const struct lanai_link_ops gate_ops = {gate_tx, gate_flush, gate_rx, gate_close};
+static const struct lanai_link_ops gate_ops = {gate_tx, gate_flush, gate_rx, gate_close, NULL};
 
 static struct run R;
 static uint8_t *image_mem;
