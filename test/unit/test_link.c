@@ -1363,6 +1363,23 @@ TEST(eth_needs_cap_net_raw)
 #define MAC_A "02:50:53:00:00:0a"
 #define MAC_B "02:50:53:00:00:0b"
 
+/* Eth links of nodes 0 and 1 of n into l[0], l[1], each on a socket of its own: 1 when both
+ * opened (a failure is recorded). */
+static int open_eth_pair(const struct psp_nodes *n, struct lanai_link **l)
+{
+    char err[256] = "";
+    for (int i = 0; i < 2; i++) {
+        struct mcp_link_params p = {0};
+        p.node = (uint16_t)i;
+        p.nodes = n;
+        p.fd = -1;
+        l[i] = mcp_link_open("eth", &p, err, sizeof err);
+        if (!CHECK(l[i] != NULL, "open node %d: %s", i, err))
+            return 0;
+    }
+    return 1;
+}
+
 /* The eth checks proper, inside the private namespace with veth pspa <-> pspb up. */
 static void eth_checks(void)
 {
@@ -1373,14 +1390,7 @@ static void eth_checks(void)
                             err, sizeof err) == 0,
             "%s", err);
     struct lanai_link *l[2];
-    for (int i = 0; i < 2; i++) {
-        struct mcp_link_params p = {0};
-        p.node = (uint16_t)i;
-        p.nodes = &n;
-        p.fd = -1;
-        l[i] = mcp_link_open("eth", &p, err, sizeof err);
-        REQUIRE(l[i] != NULL, "open node %d: %s", i, err);
-    }
+    REQUIRE(open_eth_pair(&n, l), "the links of nodes 0 and 1");
     CHECK_EQ_STR(l[0]->kind, "eth");
     CHECK_EQ_U64(l[0]->max_frame, 1500);
     CHECK(mcp_link_fd(l[1]) >= 0, "fd");
@@ -1570,14 +1580,7 @@ static void eth_ring_checks(void)
                             sizeof err) == 0,
             "%s", err);
     struct lanai_link *l[3];
-    for (int i = 0; i < 2; i++) {
-        struct mcp_link_params p = {0};
-        p.node = (uint16_t)i;
-        p.nodes = &n;
-        p.fd = -1;
-        l[i] = mcp_link_open("eth", &p, err, sizeof err);
-        REQUIRE(l[i] != NULL, "open node %d: %s", i, err);
-    }
+    REQUIRE(open_eth_pair(&n, l), "the links of nodes 0 and 1");
     CHECK_EQ_I64(has_ring(l[1]), 1);
     /* a second link on node 1's socket (a client psid handed it to), node 1's kept open */
     struct mcp_link_params p = {0};
