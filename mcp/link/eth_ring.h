@@ -35,8 +35,8 @@ struct eth_ring {
 
 /*
  * Set up a ring on the packet socket fd (not yet bound) for frames of an interface with the
- * given MTU, and map it.  0, or a negative errno (the socket is then unchanged, except when
- * the mapping failed after the ring was made: -errno, the caller closes the socket).
+ * given MTU, and map it.  0, or a negative errno: the socket then has no ring (one made before
+ * the mapping failed is taken down again) and is read with recvmmsg.
  */
 int eth_ring_create(struct eth_ring *r, int fd, int mtu);
 

@@ -1590,15 +1590,32 @@ static void eth_ring_checks(void)
     l[2] = mcp_link_open("eth", &p, err, sizeof err);
     REQUIRE(l[2] != NULL, "open from a descriptor: %s", err);
 
-    /* Both read one ring, in turns, over several laps of it: every frame once, in order. */
+    struct rxbufs *r = rxbufs_new();
+    REQUIRE(r, "memory");
     struct eth_ring geo;
     REQUIRE(eth_ring_adopt(&geo, mcp_link_fd(l[1]), 1500) == 1, "a ring to map");
+    /* Whether anything waits (what the firmware asks before its receive step): nothing yet,
+     * then the frame sent, then nothing once it is read. */
+    CHECK_EQ_I64(lanai_pending(l[1]), 0);
+    uint8_t probe[64];
+    make_frame(probe, 64, MCP_FT_DATA, 424242);
+    CHECK_OK(lanai_tx(l[0], 1, probe, 64));
+    CHECK_EQ_I64(lanai_flush(l[0]), 1);
+    double until = now_s() + 1.0;
+    while (!lanai_pending(l[2]) && now_s() < until)
+        ;
+    CHECK_EQ_I64(lanai_pending(l[1]), 1);
+    int got = 0;
+    rx_until(l[2], r, SIM_MAXF, 1, &got);
+    CHECK(got == 1 && frame_no(r->mem[0]) == 424242, "got %d", got);
+    CHECK_EQ_I64(lanai_pending(l[1]), 0);
+
+    /* Both read one ring, in turns, over several laps of it: every frame once, in order. */
     uint32_t laps = 3 * geo.frame_nr + 77;
     uint32_t *seen = calloc(laps, sizeof *seen);
-    struct rxbufs *r = rxbufs_new();
-    REQUIRE(seen && r, "memory");
+    REQUIRE(seen, "memory");
     struct lanai_link *both[2] = {l[1], l[2]};
-    int got = ring_stream(l[0], both, 2, r, 0, laps, seen);
+    got = ring_stream(l[0], both, 2, r, 0, laps, seen);
     CHECK_EQ_I64(got, laps);
     uint32_t bad = 0;
     for (int i = 0; i < got; i++)
@@ -1634,7 +1651,7 @@ static void eth_ring_checks(void)
     mcp_link_stats(l[1], &st);
     struct mcp_link_stats st2;
     mcp_link_stats(l[2], &st2);
-    CHECK_EQ_U64(st.rx_frames + st2.rx_frames, laps + geo.frame_nr + 100);
+    CHECK_EQ_U64(st.rx_frames + st2.rx_frames, 1 + laps + geo.frame_nr + 100); /* probe too */
     eth_ring_unmap(&geo);
     lanai_close(l[2]);
     lanai_close(l[1]);
