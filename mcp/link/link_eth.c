@@ -378,7 +378,8 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
                  (unsigned)p->node, a, e->ifname, b);
     }
 
-    /* the receive ring: made before bind, so that no frame waits in the socket queue */
+    /* the receive ring: the socket's own when adopted, else made here before bind, so that
+     * no frame waits in the socket queue */
     if (adopted) {
         rc = eth_ring_adopt(&e->ring, fd, mtu);
         if (rc < 0) {
@@ -395,9 +396,6 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
         if (want && (rc = eth_ring_create(&e->ring, fd, mtu)) != 0)
             PSP_WARN("eth link: no receive ring on %s (%s): frames are read with recvmmsg",
                      e->ifname, strerror(-rc));
-    }
-
-    if (!adopted) {
         struct sockaddr_ll ll;
         memset(&ll, 0, sizeof ll);
         ll.sll_family = AF_PACKET;
