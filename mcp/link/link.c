@@ -40,6 +40,13 @@ int mcp_link_fd(struct lanai_link *link)
     return ((struct mcp_sock_link *)link)->fd;
 }
 
+int mcp_link_ring_fd(struct lanai_link *link)
+{
+    if (!link || !link->kind || strcmp(link->kind, "udp") != 0)
+        return -1;
+    return mcp_link_udp_ring_fd(link);
+}
+
 int mcp_link_stats(struct lanai_link *link, struct mcp_link_stats *s)
 {
     if (!is_sock_link(link) || !s)

@@ -26,6 +26,10 @@ struct mcp_link_params {
     struct mcp_fault_cfg fault;    /* faults injected on transmit */
     int fd;                        /* an already opened socket to use, or -1; an opened
                                       link owns it (closes it), a failed open leaves it */
+    int ring_fd;                   /* udp, with fd: the packet socket of its receive ring
+                                      (mcp_link_ring_fd), or -1; owned as fd is */
+    int no_ring;                   /* udp, without fd: 1 = read the UDP socket, no ring (a
+                                      link that is waited on with poll on its socket) */
 };
 
 /*
@@ -41,6 +45,11 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
 
 /* The socket behind a udp or eth link (to hand to another process), or -1. */
 int mcp_link_fd(struct lanai_link *link);
+
+/* The packet socket whose receive ring a udp link reads (hand it over with mcp_link_fd; poll
+ * both for arrivals), or -1 (none, or another kind of link). */
+int mcp_link_ring_fd(struct lanai_link *link);
+int mcp_link_udp_ring_fd(struct lanai_link *link); /* the same, for a udp link only */
 
 /* Counters of a udp or eth link (the sim link has mcp_sim_net_stats()). */
 struct mcp_link_stats {

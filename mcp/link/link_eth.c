@@ -8,7 +8,7 @@
  * Frames shorter than the Ethernet minimum are padded by some NICs; a received minimum-size
  * frame is trimmed back to the length its firmware header announces.
  *
- * Frames come in through the socket's receive ring (eth_ring.h: a look for frames is a load,
+ * Frames come in through the socket's receive ring (pkt_ring.h: a look for frames is a load,
  * not a system call) unless PSP_ETH_RING=0 or the kernel refuses the ring; then recvmmsg.
  */
 #include <arpa/inet.h>
@@ -25,15 +25,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "eth_ring.h"
 #include "link.h"
 #include "link_sock.h"
 #include "log.h"
 #include "mcp_wire.h"
+#include "pkt_ring.h"
 #include "settings.h"
 
-#define ETH_HDR 14u
-#define ETH_MIN 60u /* shortest frame on the wire (without FCS) */
+#define ETH_HDR        14u
+#define ETH_MIN        60u        /* shortest frame on the wire (without FCS) */
+#define ETH_RING_BYTES (8u << 20) /* the receive ring (fixed: every process derives its size) */
 
 struct eth_link {
     struct mcp_sock_link s; /* first member */
@@ -47,7 +48,7 @@ struct eth_link {
     struct iovec riov[MCP_SOCK_RXBATCH][2];
     struct sockaddr_ll rsll[MCP_SOCK_RXBATCH];
     uint8_t rhdr[MCP_SOCK_RXBATCH][ETH_HDR];
-    struct eth_ring ring; /* ring.map == NULL: read with recvmmsg */
+    struct pkt_ring ring; /* ring.map == NULL: read with recvmmsg */
 };
 
 static int eth_route(struct mcp_sock_link *s, uint16_t dst)
@@ -104,9 +105,9 @@ static int eth_rx_ring(struct eth_link *e, void *const *bufs, uint32_t cap, uint
     struct mcp_sock_link *s = &e->s;
     int out = 0;
     const uint8_t *d;
-    uint32_t snap, wire;
+    uint32_t snap, wire, net;
     uint8_t type;
-    while (out < n && eth_ring_peek(&e->ring, &d, &snap, &wire, &type)) {
+    while (out < n && pkt_ring_peek(&e->ring, &d, &snap, &wire, &type, &net)) {
         if (!foreign(s, type, d, snap < wire ? snap : wire)) {
             uint32_t have = snap - ETH_HDR; /* snap >= ETH_HDR: not foreign */
             uint32_t len = frame_len(wire, d + ETH_HDR, have);
@@ -121,7 +122,7 @@ static int eth_rx_ring(struct eth_link *e, void *const *bufs, uint32_t cap, uint
             s->st.rx_frames++;
             s->st.rx_bytes += wire - ETH_HDR;
         }
-        eth_ring_release(&e->ring);
+        pkt_ring_release(&e->ring);
     }
     return out;
 }
@@ -192,7 +193,7 @@ static int eth_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_
 static void eth_close(struct lanai_link *l)
 {
     struct eth_link *e = (struct eth_link *)l;
-    eth_ring_unmap(&e->ring);
+    pkt_ring_unmap(&e->ring);
     mcp_sock_fini(&e->s);
     free(e->has_mac);
     free(e->macs);
@@ -204,7 +205,7 @@ static void eth_close(struct lanai_link *l)
 static int eth_pending(struct lanai_link *l)
 {
     struct eth_link *e = (struct eth_link *)l;
-    return e->ring.map ? eth_ring_ready(&e->ring) : 1;
+    return e->ring.map ? pkt_ring_ready(&e->ring) : 1;
 }
 
 static const struct lanai_link_ops eth_ops = {
@@ -381,7 +382,7 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
     /* the receive ring: the socket's own when adopted, else made here before bind, so that
      * no frame waits in the socket queue */
     if (adopted) {
-        rc = eth_ring_adopt(&e->ring, fd, mtu);
+        rc = pkt_ring_adopt(&e->ring, fd, (uint32_t)mtu, ETH_RING_BYTES);
         if (rc < 0) {
             psp_set_err(err, errlen,
                         "eth link: cannot map the receive ring of the socket handed over: %s (did "
@@ -393,7 +394,7 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
         uint64_t want = 1;
         if (psp_setting_u64("PSP_ETH_RING", 0, 1, &want, err, errlen))
             goto fail;
-        if (want && (rc = eth_ring_create(&e->ring, fd, mtu)) != 0)
+        if (want && (rc = pkt_ring_create(&e->ring, fd, (uint32_t)mtu, ETH_RING_BYTES, 0)) != 0)
             PSP_WARN("eth link: no receive ring on %s (%s): frames are read with recvmmsg",
                      e->ifname, strerror(-rc));
         struct sockaddr_ll ll;
@@ -427,7 +428,7 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
     return &e->s.l;
 
 fail:
-    eth_ring_unmap(&e->ring);
+    pkt_ring_unmap(&e->ring);
     if (adopted)
         e->s.fd = -1;
     mcp_sock_fini(&e->s);

@@ -9,6 +9,11 @@
  * segmentation, frames go as one IP-fragmented datagram each (PSP_UDP_GSO=0 chooses that too),
  * read through staging buffers (rx_staged).  Datagrams from addresses outside the nodes table are
  * handed up too: the firmware checks every header.
+ *
+ * When it may (CAP_NET_RAW, PSP_UDP_RING=1), the link opening the socket reads datagrams from
+ * a packet socket's receive ring instead (udp_ring.h, rx_ring): looking for frames is then a
+ * load, not a system call.  The UDP socket keeps only frames that came as IP fragments; it is
+ * read every UDP_SOCK_LOOKS-th empty look.  Processes that adopt the socket adopt the ring too.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +33,7 @@
 #include "link_sock.h"
 #include "log.h"
 #include "settings.h"
+#include "udp_ring.h"
 #include "udp_seg.h"
 
 #ifndef UDP_SEGMENT
@@ -37,8 +43,9 @@
 #define UDP_GRO 104
 #endif
 
-#define UDP_RXBATCH 16u    /* datagrams (each possibly many GRO segments) read per rx() */
-#define UDP_STAGE   65536u /* bytes of one staged read: the largest GRO datagram */
+#define UDP_RXBATCH    16u    /* datagrams (each possibly many GRO segments) read per rx() */
+#define UDP_STAGE      65536u /* bytes of one staged read: the largest GRO datagram */
+#define UDP_SOCK_LOOKS 64u    /* with a ring: empty looks between reads of the UDP socket */
 
 /* Where the iovecs of one message of a direct read point (rebuilt when the buffer changes). */
 struct udp_rxmap {
@@ -78,6 +85,8 @@ struct udp_link {
         struct cmsghdr align;
     } rctl[UDP_RXBATCH];
     struct udp_reasm *reasm; /* per node: frames whose segments came in several reads */
+    struct udp_ring ring;    /* ring.fd < 0: datagrams are read from the UDP socket */
+    unsigned sock_looks;     /* with a ring: empty looks since the UDP socket was read */
 };
 
 static int udp_route(struct mcp_sock_link *s, uint16_t dst)
@@ -461,12 +470,54 @@ static int rx_direct(struct udp_link *u, void *const *bufs, uint32_t cap, uint32
     return filled;
 }
 
+/*
+ * With a ring: the datagrams in it, each copied once into firmware buffers (taken apart as
+ * in rx_staged); then, every UDP_SOCK_LOOKS-th look that found none, the UDP socket.
+ */
+static int rx_ring(struct udp_link *u, void *const *bufs, uint32_t cap, uint32_t *lens, int n)
+{
+    int filled = 0, r;
+    struct sockaddr_in from;
+    const uint8_t *p;
+    uint32_t len, gso;
+    while (filled < n && (r = udp_ring_peek(&u->ring, &from, &p, &len, &gso)) != 0) {
+        if (r > 0) {
+            u->s.st.rx_bytes += len;
+            take_datagram(u, p, len, gso, &from, bufs, cap, lens, n, &filled);
+        } else {
+            u->s.st.rx_truncated++; /* not a whole datagram: nothing to hand up */
+        }
+        udp_ring_release(&u->ring);
+    }
+    if (filled || ++u->sock_looks < UDP_SOCK_LOOKS)
+        return filled;
+    u->sock_looks = 0;
+    return rx_staged(u, bufs, cap, lens, n);
+}
+
 static int udp_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_t *lens, int n)
 {
     struct udp_link *u = (struct udp_link *)l;
     if (n <= 0)
         return 0;
+    if (u->ring.fd >= 0)
+        return rx_ring(u, bufs, cap, lens, n);
     return u->gso ? rx_direct(u, bufs, cap, lens, n) : rx_staged(u, bufs, cap, lens, n);
+}
+
+/* With a ring, whether rx() would find anything is one load (lanai.h: pending); every
+ * UDP_SOCK_LOOKS-th empty look says yes, for the UDP socket. */
+static int udp_pending(struct lanai_link *l)
+{
+    struct udp_link *u = (struct udp_link *)l;
+    if (u->ring.fd < 0 || udp_ring_ready(&u->ring))
+        return 1;
+    return ++u->sock_looks >= UDP_SOCK_LOOKS;
+}
+
+int mcp_link_udp_ring_fd(struct lanai_link *l)
+{
+    return ((struct udp_link *)l)->ring.fd;
 }
 
 /* Free what the udp link owns beyond the common part. */
@@ -485,6 +536,7 @@ static void udp_free(struct udp_link *u)
     free(u->rdhdr);
     free(u->present);
     free(u->addr);
+    udp_ring_close(&u->ring);
     free(u);
 }
 
@@ -557,11 +609,47 @@ static int setup_segments(struct udp_link *u, int fd, struct in_addr ip, char *e
     return 0;
 }
 
+/*
+ * The receive ring: adopted with the socket (p->ring_fd), or made for a socket of our own
+ * unless PSP_UDP_RING=0 or p->no_ring; without CAP_NET_RAW the UDP socket is read.  0, or
+ * -EINVAL with the reason in err.
+ */
+static int setup_ring(struct udp_link *u, const struct mcp_link_params *p, char *err, size_t errlen)
+{
+    if (p->fd >= 0) {
+        if (p->ring_fd < 0)
+            return 0;
+        int rc = udp_ring_adopt(&u->ring, p->ring_fd);
+        if (rc)
+            psp_set_err(err, errlen,
+                        "descriptor %d is not the receive ring of a udp link (%s): psid and this "
+                        "library must come from the same psport",
+                        p->ring_fd, strerror(-rc));
+        return rc ? -EINVAL : 0;
+    }
+    uint64_t want = 1;
+    if (psp_setting_u64("PSP_UDP_RING", 0, 1, &want, err, errlen))
+        return -EINVAL;
+    if (!want || p->no_ring)
+        return 0;
+    int rc = udp_ring_open(&u->ring, u->s.fd, &u->addr[p->node], u->seg);
+    if (rc == -EPERM || rc == -EACCES)
+        PSP_INFO("udp link of node %u: no receive ring without CAP_NET_RAW (run psid as root): "
+                 "frames are read with recvmmsg, a system call per look",
+                 (unsigned)p->node);
+    else if (rc)
+        PSP_WARN("udp link of node %u: the kernel refused the receive ring (%s): frames are read "
+                 "with recvmmsg; PSP_UDP_RING=0 says so from the start",
+                 (unsigned)p->node, strerror(-rc));
+    return 0;
+}
+
 static const struct lanai_link_ops udp_ops = {
     .tx = mcp_sock_tx,
     .flush = mcp_sock_flush,
     .rx = udp_rx,
     .close = udp_close,
+    .pending = udp_pending,
 };
 
 /* Make fd a usable datagram socket: non-blocking, close-on-exec. 0 or -errno. */
@@ -604,6 +692,7 @@ struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err,
         return NULL;
     }
     u->s.fd = -1;
+    u->ring.fd = -1;
     u->present = calloc(nodes->count, 1);
     u->addr = calloc(nodes->count, sizeof *u->addr);
     if (!u->present || !u->addr) {
@@ -667,6 +756,8 @@ struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err,
     }
     if (setup_segments(u, fd, me->ip, err, errlen) != 0)
         goto fail;
+    if (setup_ring(u, p, err, errlen) != 0)
+        goto fail;
 
     u->s.l.ops = &udp_ops;
     u->s.l.kind = "udp";
@@ -685,8 +776,13 @@ struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err,
     return &u->s.l;
 
 fail:
-    if (p->fd >= 0)
-        u->s.fd = -1; /* on failure the caller keeps its descriptor */
+    if (p->fd >= 0) {
+        u->s.fd = -1; /* on failure the caller keeps its descriptors */
+        if (u->ring.fd >= 0) {
+            pkt_ring_unmap(&u->ring.ring);
+            u->ring.fd = -1;
+        }
+    }
     mcp_sock_fini(&u->s);
     udp_free(u);
     return NULL;

@@ -104,6 +104,8 @@ struct psid_dlink *psid_dlink_open(uint16_t node, const struct psp_nodes *nodes,
     lp.fault = *fault;
     lp.fault.seed ^= 0x5eed0d1ull; /* other faults than the NIC link's */
     lp.fd = -1;
+    lp.ring_fd = -1;
+    lp.no_ring = 1; /* psid polls the daemon link's UDP socket */
     char why[256];
     dl->link = mcp_link_udp_open(&lp, why, sizeof why);
     if (!dl->link) {

@@ -294,6 +294,7 @@ static void setup_nic(const char *nodes_file)
     const char *ifname = psp_setting_str("PSP_LINK_IF");
     lp.ifname = *ifname ? ifname : NULL;
     lp.fd = -1;
+    lp.ring_fd = -1;
     if (mcp_fault_from_settings(&lp.fault, err, sizeof err))
         psp_die("%s", err);
     S.fault = lp.fault;
@@ -406,7 +407,10 @@ static void nic_nap(uint64_t ns, uint32_t kind)
 static void *nic_thread(void *arg)
 {
     (void)arg;
-    int link_fd = mcp_link_fd(S.link);
+    /* arrivals show on the link's socket, or on its receive ring's */
+    struct pollfd link_pf[2] = {{mcp_link_fd(S.link), POLLIN, 0},
+                                {mcp_link_ring_fd(S.link), POLLIN, 0}};
+    nfds_t link_npf = link_pf[1].fd >= 0 ? 2 : 1;
     uint64_t own = 0; /* last_poll_ns as our own last pass left it */
     int stuck = 0;    /* the link showed a frame that the pass after it did not take */
     while (!__atomic_load_n(&S.stop_nic, __ATOMIC_RELAXED)) {
@@ -452,10 +456,9 @@ static void *nic_thread(void *arg)
             stuck = 0;
             continue; /* more may be right behind */
         }
-        if (link_fd >= 0 && !stuck) {
-            struct pollfd pf = {link_fd, POLLIN, 0};
+        if (link_pf[0].fd >= 0 && !stuck) {
             struct timespec tick = {0, (long)NIC_TICK_NS};
-            stuck = ppoll(&pf, 1, &tick, NULL) > 0;
+            stuck = ppoll(link_pf, link_npf, &tick, NULL) > 0;
         } else {
             stuck = 0;
             struct timespec tick = {0, (long)NIC_TICK_NS};
@@ -491,7 +494,7 @@ static int reply(struct client *c, uint32_t op, int32_t status, const void *data
     struct iovec iov[2] = {{&m, sizeof m}, {(void *)data, len}};
     union {
         struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int) * 3)];
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
     } cbuf;
     struct msghdr mh;
     memset(&mh, 0, sizeof mh);
@@ -619,10 +622,11 @@ static int do_attach(struct client *c, const struct psk_msg *m, const void *payl
     c->generation = mcp_ctx(S.img, (unsigned)ctx)->generation;
     at.context = ctx;
     at.generation = c->generation;
-    int fds[3] = {S.img_fd, mcp_link_fd(S.link), S.area_fd};
+    /* the udp link's receive ring, when it has one, goes fourth */
+    int fds[4] = {S.img_fd, mcp_link_fd(S.link), S.area_fd, mcp_link_ring_fd(S.link)};
     PSP_INFO("pid %ld (uid %ld) attached: context %d generation %u", (long)c->pid, (long)c->uid,
              ctx, c->generation);
-    return reply(c, PSK_OP_ATTACH, 0, &at, sizeof at, fds, 3);
+    return reply(c, PSK_OP_ATTACH, 0, &at, sizeof at, fds, fds[3] >= 0 ? 4 : 3);
 }
 
 static void detach_client(struct client *c, const char *why)

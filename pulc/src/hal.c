@@ -37,7 +37,7 @@ int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, cha
                     size_t errlen)
 {
     hal_clear(h);
-    int fds[3] = {-1, -1, -1};
+    int fds[4] = {-1, -1, -1, -1}; /* image, link, area, the link's receive ring (optional) */
     uint64_t spin_us, yield_us;
     if (psp_setting_u64("PSP_SPIN_US", 0, 10000000, &spin_us, err, errlen) ||
         psp_setting_u64("PSP_YIELD_US", 0, 10000000, &yield_us, err, errlen))
@@ -60,7 +60,7 @@ int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, cha
     if (rc)
         goto fail;
     struct psk_attach at = {abi, -1, 0, 0};
-    rc = pulc_psk_call(h->sock, PSK_OP_ATTACH, abi, &at, sizeof at, &at, sizeof at, NULL, fds, 3,
+    rc = pulc_psk_call(h->sock, PSK_OP_ATTACH, abi, &at, sizeof at, &at, sizeof at, NULL, fds, 4,
                        err, errlen);
     if (rc)
         goto fail;
@@ -107,6 +107,7 @@ int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, cha
     lp.nodes = &h->area->nodes;
     lp.ifname = h->area->link_if[0] ? h->area->link_if : NULL;
     lp.fd = fds[1];
+    lp.ring_fd = fds[3];
     /* psid's fault injection applies to every executor; a generator of its own per context. */
     lp.fault = h->area->fault;
     lp.fault.seed ^= 0x9e3779b97f4a7c15ull * (uint64_t)(h->ctx + 1);
@@ -118,13 +119,14 @@ int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, cha
         rc = -EIO;
         goto fail;
     }
-    fds[1] = -1; /* the link owns it */
-    close_fds(fds, 3);
+    fds[1] = -1; /* the link owns them */
+    fds[3] = -1;
+    close_fds(fds, 4);
     mcp_nic_init(&h->nic, h->img, h->link);
     return 0;
 
 fail:
-    close_fds(fds, 3);
+    close_fds(fds, 4);
     pulc_hal_detach(h);
     return rc;
 }

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 /* Largest number of descriptors a reply carries. */
-#define PULC_PSK_MAX_FDS 3
+#define PULC_PSK_MAX_FDS 4
 
 /*
  * Connect to psid's socket at path.  Returns the socket (owned by the caller) or a negative

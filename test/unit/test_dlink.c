@@ -142,6 +142,7 @@ static int rawpeer_open(struct rawpeer *r, const struct psp_nodes *nodes, uint16
     lp.node = node;
     lp.nodes = &r->nodes;
     lp.fd = -1;
+    lp.ring_fd = -1;
     r->link = mcp_link_udp_open(&lp, err, errlen);
     if (!r->link)
         return -1;

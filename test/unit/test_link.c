@@ -17,7 +17,7 @@
 #include "link.h"
 #include "link_sim.h"
 #include "mcp_wire.h"
-#include "eth_ring.h"
+#include "pkt_ring.h"
 #include "udp_seg.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -711,6 +711,7 @@ static int udp_pair_open(struct udp_pair *u, const struct mcp_fault_cfg *fault, 
         p.node = (uint16_t)i;
         p.nodes = &u->nodes;
         p.fd = fd[i];
+        p.ring_fd = -1;
         if (fault)
             p.fault = *fault;
         u->l[i] = mcp_link_open("udp", &p, err, errlen);
@@ -1117,6 +1118,7 @@ TEST(udp_refused_frames_counted)
     p.node = 0;
     p.nodes = &n;
     p.fd = fd;
+    p.ring_fd = -1;
     struct lanai_link *l = mcp_link_open("udp", &p, err, sizeof err);
     REQUIRE(l != NULL, "open: %s", err);
     CHECK_RC(lanai_tx(l, 1, f[0], 64), -EHOSTUNREACH);
@@ -1140,6 +1142,7 @@ TEST(udp_bind_by_address)
     struct mcp_link_params p = {0};
     p.nodes = &n;
     p.fd = -1;
+    p.ring_fd = -1;
     struct lanai_link *l = mcp_link_udp_open(&p, err, sizeof err);
     REQUIRE(l != NULL, "open: %s", err);
 
@@ -1281,6 +1284,7 @@ TEST(link_open_dispatch)
     struct mcp_link_params p = {0};
     p.nodes = &n;
     p.fd = -1;
+    p.ring_fd = -1;
     char err[256] = "";
     CHECK(mcp_link_open("tcp", &p, err, sizeof err) == NULL, "tcp");
     CHECK(contains(err, "unknown link kind 'tcp'") && contains(err, "udp or eth"), "\"%s\"", err);
@@ -1328,6 +1332,7 @@ TEST(eth_needs_cap_net_raw)
     struct mcp_link_params p = {0};
     p.nodes = &n;
     p.fd = -1;
+    p.ring_fd = -1;
     if (geteuid() != 0) {
         CHECK(mcp_link_eth_open(&p, err, sizeof err) == NULL, "opened without privileges?");
         CHECK(contains(err, "CAP_NET_RAW") && contains(err, "PSP_LINK=udp"), "\"%s\"", err);
@@ -1373,6 +1378,7 @@ static int open_eth_pair(const struct psp_nodes *n, struct lanai_link **l)
         p.node = (uint16_t)i;
         p.nodes = n;
         p.fd = -1;
+        p.ring_fd = -1;
         l[i] = mcp_link_open("eth", &p, err, sizeof err);
         if (!CHECK(l[i] != NULL, "open node %d: %s", i, err))
             return 0;
@@ -1422,6 +1428,7 @@ static void eth_checks(void)
         p.node = 1;
         p.nodes = &n;
         p.fd = dup(mcp_link_fd(l[1]));
+        p.ring_fd = -1;
         lanai_close(l[1]);
         l[1] = mcp_link_open("eth", &p, err, sizeof err);
         REQUIRE(l[1] != NULL, "open from a descriptor: %s", err);
@@ -1433,6 +1440,7 @@ static void eth_checks(void)
         rx_until(l[1], r, SIM_MAXF, 1, &got);
         CHECK(got == 1 && frame_ok(r->mem[0], r->lens[0], MCP_FT_DATA, 7), "got %d", got);
         p.fd = socket(AF_INET, SOCK_DGRAM, 0); /* not a packet socket: refused, kept */
+        p.ring_fd = -1;
         CHECK(mcp_link_open("eth", &p, err, sizeof err) == NULL &&
                   contains(err, "not a packet socket"),
               "\"%s\"", err);
@@ -1484,6 +1492,7 @@ static void eth_checks(void)
     struct mcp_link_params p = {0};
     p.nodes = &n;
     p.fd = -1;
+    p.ring_fd = -1;
     p.ifname = "pspa";
     p.fault.loss = 0.5;
     p.fault.seed = 8;
@@ -1587,13 +1596,14 @@ static void eth_ring_checks(void)
     p.node = 1;
     p.nodes = &n;
     p.fd = dup(mcp_link_fd(l[1]));
+    p.ring_fd = -1;
     l[2] = mcp_link_open("eth", &p, err, sizeof err);
     REQUIRE(l[2] != NULL, "open from a descriptor: %s", err);
 
     struct rxbufs *r = rxbufs_new();
     REQUIRE(r, "memory");
-    struct eth_ring geo;
-    REQUIRE(eth_ring_adopt(&geo, mcp_link_fd(l[1]), 1500) == 1, "a ring to map");
+    struct pkt_ring geo;
+    REQUIRE(pkt_ring_adopt(&geo, mcp_link_fd(l[1]), 1500, 8u << 20) == 1, "a ring to map");
     /* Whether anything waits (what the firmware asks before its receive step): nothing yet,
      * then the frame sent, then nothing once it is read. */
     CHECK_EQ_I64(lanai_pending(l[1]), 0);
@@ -1630,11 +1640,11 @@ static void eth_ring_checks(void)
     CHECK_OK(lanai_tx(l[0], 1, one, 64));
     CHECK_EQ_I64(lanai_flush(l[0]), 1);
     const uint8_t *d;
-    uint32_t snap = 0, wire = 0;
+    uint32_t snap = 0, wire = 0, net = 0;
     uint8_t type;
     double end = now_s() + 1.0;
     int peeked = 0;
-    while (!(peeked = eth_ring_peek(&geo, &d, &snap, &wire, &type)) && now_s() < end)
+    while (!(peeked = pkt_ring_peek(&geo, &d, &snap, &wire, &type, &net)) && now_s() < end)
         ;
     REQUIRE(peeked == 1, "the frame never reached the ring");
     CHECK_EQ_U64(wire, 14 + 64);
@@ -1652,13 +1662,14 @@ static void eth_ring_checks(void)
     struct mcp_link_stats st2;
     mcp_link_stats(l[2], &st2);
     CHECK_EQ_U64(st.rx_frames + st2.rx_frames, 1 + laps + geo.frame_nr + 100); /* probe too */
-    eth_ring_unmap(&geo);
+    pkt_ring_unmap(&geo);
     lanai_close(l[2]);
     lanai_close(l[1]);
 
     /* PSP_ETH_RING=0: no ring, frames read with recvmmsg */
     setenv("PSP_ETH_RING", "0", 1);
     p.fd = -1;
+    p.ring_fd = -1;
     l[1] = mcp_link_open("eth", &p, err, sizeof err);
     unsetenv("PSP_ETH_RING");
     REQUIRE(l[1] != NULL, "open without a ring: %s", err);
@@ -1677,10 +1688,179 @@ static void eth_ring_checks(void)
     free(r);
 }
 
-TEST(eth_veth_in_private_netns)
+/* ---- udp link: the receive ring (root, in a private namespace) ------------------------------ */
+
+/* Two udp links on 127.0.0.1 that open their own sockets (so that they make receive rings),
+ * on ports that were free a moment ago. */
+static int udp_own_pair_open(struct udp_pair *u, char *err, size_t errlen)
+{
+    uint16_t port[2];
+    char text[128];
+    for (int i = 0; i < 2; i++) {
+        int fd = bound_socket(&port[i]);
+        if (fd < 0)
+            return -1;
+        close(fd);
+    }
+    snprintf(text, sizeof text, "0 127.0.0.1:%u\n1 127.0.0.1:%u\n", port[0], port[1]);
+    if (psp_nodes_parse(text, 0, &u->nodes, err, errlen) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        struct mcp_link_params p = {0};
+        p.node = (uint16_t)i;
+        p.nodes = &u->nodes;
+        p.fd = -1;
+        p.ring_fd = -1;
+        if (!(u->l[i] = mcp_link_open("udp", &p, err, errlen)))
+            return -1;
+    }
+    return 0;
+}
+
+/* Read from l until want frames came, a second passed, or (want 0) 200 looks found nothing
+ * more: how many, their numbers in order in seen (lengths checked against len_of). */
+static int udp_ring_read(struct lanai_link *l, struct bigbufs *r, int want, uint32_t *seen,
+                         const uint32_t *len_of)
+{
+    int got = 0, quiet = 0;
+    double end = now_s() + 1.0;
+    while ((want ? got < want : quiet < 200) && now_s() < end) {
+        int n = lanai_rx(l, r->bufs, 65536, r->lens, 16);
+        quiet = n > 0 ? 0 : quiet + 1;
+        for (int i = 0; i < n; i++) {
+            uint32_t no = frame_no(r->mem[i]);
+            CHECK(frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, no) &&
+                      (!len_of || r->lens[i] == len_of[no]),
+                  "frame %d: number %u, length %u", got + i, no, r->lens[i]);
+            seen[got + i] = no;
+        }
+        got += n > 0 ? n : 0;
+    }
+    return got;
+}
+
+/*
+ * In the private namespace with loopback at MTU 1500 (so that a datagram over 1472 bytes goes
+ * as IP fragments): datagrams read from the ring whatever their kind, fragments through the
+ * UDP socket, the ring shared with a link that adopted it, "nothing waits", the setting.
+ */
+static void udp_ring_checks(void)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    REQUIRE(system("ip link set lo mtu 1500 up") == 0, "loopback up");
+    REQUIRE(udp_own_pair_open(&u, err, sizeof err) == 0, "open: %s", err);
+    struct lanai_link *a = u.l[0], *b = u.l[1];
+    REQUIRE(mcp_link_ring_fd(a) >= 0 && mcp_link_ring_fd(b) >= 0, "both links have a ring");
+    CHECK_EQ_U64(a->max_frame, 44u * 1464u);
+    CHECK_EQ_I64(lanai_pending(b), 0);
+
+    /* plain, one segment over, many, the largest; each twice so both lengths repeat */
+    static const uint32_t len[] = {8, 1472, 1473, 5000, 44u * 1464u, 64, 2928, 2929};
+    enum { N = sizeof len / sizeof len[0] };
+    static uint8_t f[N][44 * 1464];
+    for (uint32_t i = 0; i < N; i++) {
+        make_frame(f[i], len[i], MCP_FT_DATA, i);
+        CHECK_OK(lanai_tx(a, 1, f[i], len[i]));
+    }
+    CHECK_EQ_I64(lanai_flush(a), N);
+    double end = now_s() + 1.0;
+    while (!lanai_pending(b) && now_s() < end)
+        ;
+    CHECK_EQ_I64(lanai_pending(b), 1);
+    struct bigbufs *r = bigbufs_new();
+    REQUIRE(r != NULL, "memory");
+    uint32_t seen[64];
+    CHECK_EQ_I64(udp_ring_read(b, r, N, seen, len), N);
+    for (uint32_t i = 0; i < N; i++)
+        CHECK(seen[i] == i, "frame %u read as #%u: in order", i, seen[i]);
+    CHECK_EQ_I64(lanai_pending(b), 0);
+    struct mcp_link_stats st;
+    mcp_link_stats(b, &st);
+    CHECK_EQ_U64(st.rx_frames, N);
+    CHECK_EQ_U64(st.rx_segmented, 5);
+    CHECK_EQ_U64(st.rx_copied, 0); /* nothing came through the UDP socket */
+    CHECK_EQ_U64(st.rx_seg_incomplete, 0);
+
+    /* A sender without GSO (a plain socket here): a 3000-byte frame goes as IP fragments,
+     * which the ring does not take; the UDP socket keeps it, read within UDP_SOCK_LOOKS looks.
+     * A small datagram goes to the ring only: each arrives once. */
+    int raw = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_addr = u.nodes.node[1].ip,
+                             .sin_port = htons(u.nodes.node[1].port)};
+    static const uint32_t plain_len[] = {3000, 100};
+    static uint8_t plain[3000];
+    for (uint32_t i = 0; i < 2; i++) {
+        make_frame(plain, plain_len[i], MCP_FT_DATA, i);
+        CHECK(sendto(raw, plain, plain_len[i], 0, (struct sockaddr *)&to, sizeof to) ==
+                  (ssize_t)plain_len[i],
+              "sendto: %s", strerror(errno));
+    }
+    close(raw);
+    CHECK_EQ_I64(udp_ring_read(b, r, 0, seen, plain_len), 2);
+    CHECK(seen[0] + seen[1] == 1, "frames 0 and 1, once each (read %u, %u)", seen[0], seen[1]);
+    mcp_link_stats(b, &st);
+    CHECK_EQ_U64(st.rx_copied, 1); /* the fragmented one */
+
+    /* A link that adopted node 1's sockets (a psid client) reads the same ring, in turns with
+     * node 1's own link: every frame once, in order. */
+    struct mcp_link_params p = {0};
+    p.node = 1;
+    p.nodes = &u.nodes;
+    p.fd = dup(mcp_link_fd(b));
+    p.ring_fd = dup(mcp_link_ring_fd(b));
+    struct lanai_link *c = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(c != NULL, "adopt: %s", err);
+    CHECK(mcp_link_ring_fd(c) >= 0, "the adopter reads the ring");
+    uint32_t total = 0, next = 100;
+    for (int turn = 0; turn < 6; turn++) {
+        for (uint32_t i = 0; i < 10; i++) {
+            make_frame(f[0], 64, MCP_FT_DATA, next + i);
+            CHECK_OK(lanai_tx(a, 1, f[0], 64));
+            CHECK_EQ_I64(lanai_flush(a), 1);
+        }
+        int got = udp_ring_read(turn % 2 ? b : c, r, 10, seen, NULL);
+        CHECK_EQ_I64(got, 10);
+        for (int i = 0; i < got; i++)
+            total += seen[i] == next + (uint32_t)i;
+        next += 10;
+    }
+    CHECK_EQ_U64(total, 60);
+    lanai_close(c);
+
+    /* A ring descriptor that is not one: refused, both descriptors left to the caller. */
+    p.fd = dup(mcp_link_fd(b));
+    p.ring_fd = socket(AF_INET, SOCK_DGRAM, 0);
+    CHECK(mcp_link_open("udp", &p, err, sizeof err) == NULL &&
+              contains(err, "not the receive ring"),
+          "refused: %s", err);
+    CHECK(fcntl(p.fd, F_GETFD) >= 0 && fcntl(p.ring_fd, F_GETFD) >= 0, "descriptors kept");
+    close(p.fd);
+    close(p.ring_fd);
+    udp_pair_close(&u);
+
+    /* PSP_UDP_RING=0: no ring, frames still flow; a bad value is refused by name */
+    setenv("PSP_UDP_RING", "0", 1);
+    REQUIRE(udp_own_pair_open(&u, err, sizeof err) == 0, "open: %s", err);
+    CHECK_EQ_I64(mcp_link_ring_fd(u.l[1]), -1);
+    CHECK_OK(lanai_tx(u.l[0], 1, f[3], len[3]));
+    CHECK_EQ_I64(lanai_flush(u.l[0]), 1);
+    CHECK_EQ_I64(udp_ring_read(u.l[1], r, 1, seen, len), 1);
+    udp_pair_close(&u);
+    setenv("PSP_UDP_RING", "2", 1);
+    CHECK(udp_own_pair_open(&u, err, sizeof err) != 0 && contains(err, "PSP_UDP_RING"),
+          "PSP_UDP_RING=2 refused: %s", err);
+    unsetenv("PSP_UDP_RING");
+    free(r);
+}
+
+/* Run body in a private network namespace after setup (shell commands) succeeded; skipped
+ * (with why) when that cannot be. */
+static void in_private_netns(const char *setup, void (*body)(void))
 {
     if (geteuid() != 0)
-        SKIP("needs root to create a veth pair in a private network namespace");
+        SKIP("needs root to use a private network namespace");
     if (system("command -v ip >/dev/null 2>&1") != 0)
         SKIP("needs the ip command (iproute2)");
     int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -1690,17 +1870,32 @@ TEST(eth_veth_in_private_netns)
         close(home);
         SKIP("cannot create a network namespace: %s", strerror(e));
     }
-    int made = system("ip link add pspa address " MAC_A " type veth peer name pspb address " MAC_B
-                      " >/dev/null 2>&1 && ip link set pspa up && ip link set pspb up") == 0;
-    if (made) {
-        eth_checks();
-        eth_ring_checks();
-    }
-    /* back home; the namespace and its veth pair go away with their last user */
+    int made = system(setup) == 0;
+    if (made)
+        body();
+    /* back home; the namespace and its interfaces go away with their last user */
     CHECK(setns(home, CLONE_NEWNET) == 0, "setns back: %s", strerror(errno));
     close(home);
     if (!made)
-        SKIP("cannot create a veth pair in the private namespace (no veth support?)");
+        SKIP("cannot set up the private namespace: %s", setup);
+}
+
+static void eth_all_checks(void)
+{
+    eth_checks();
+    eth_ring_checks();
+}
+
+TEST(eth_veth_in_private_netns)
+{
+    in_private_netns("ip link add pspa address " MAC_A " type veth peer name pspb address " MAC_B
+                     " >/dev/null 2>&1 && ip link set pspa up && ip link set pspb up",
+                     eth_all_checks);
+}
+
+TEST(udp_ring_in_private_netns)
+{
+    in_private_netns("ip link set lo up", udp_ring_checks);
 }
 
 TEST_MAIN()

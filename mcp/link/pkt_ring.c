@@ -1,5 +1,5 @@
 /*
- * eth_ring.c — the eth link's receive ring (see eth_ring.h).
+ * pkt_ring.c — a packet socket's receive ring (see pkt_ring.h).
  *
  * Kernel rules this relies on (packet(7), TPACKET_V2): the kernel takes frames strictly in
  * ring order, each only when its status is TP_STATUS_KERNEL, and sets TP_STATUS_USER when it
@@ -7,7 +7,7 @@
  * on the wire, for the firmware).  Frames received on two CPUs at once may be completed out of
  * order, so a frame that is not the reader's yet is waited for, never skipped.
  */
-#include "eth_ring.h"
+#include "pkt_ring.h"
 
 #include <errno.h>
 #include <linux/if_packet.h>
@@ -17,30 +17,32 @@
 #include <unistd.h>
 
 #define RING_BLOCK     (128u << 10) /* bytes per block (a multiple of the page size) */
-#define RING_MAC_ROOM  80u          /* frame bytes before the payload's end of MAC header */
+#define RING_NET_ROOM  80u          /* frame bytes before the network header (vnet: 10 more) */
 #define RING_TAIL_ROOM 64u          /* bytes of block 0 past its frames kept for the tail */
 
-/* Frame and block sizes for an interface MTU: the same answer in every process. */
-static void geometry(struct eth_ring *r, int mtu)
+/* Frame and block sizes for packets of max_net bytes in a ring of about bytes bytes: the same
+ * answer in every process. */
+static void geometry(struct pkt_ring *r, uint32_t max_net, uint32_t bytes)
 {
     uint32_t page = (uint32_t)sysconf(_SC_PAGESIZE);
-    /* the kernel puts the MAC header at TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14 (66 for
-     * SOCK_RAW), so MTU + 80 bytes hold a whole frame; 64 more are slack */
-    uint32_t frame = ((uint32_t)mtu + RING_MAC_ROOM + 64u + 63u) & ~63u;
+    /* the kernel puts the network header at TPACKET_ALIGN(TPACKET2_HDRLEN + 16) = 80 (the MAC
+     * header of SOCK_RAW just before it; a virtio_net_hdr adds 10), so max_net + 80 bytes
+     * hold a whole packet; 64 more are slack */
+    uint32_t frame = (max_net + RING_NET_ROOM + 64u + 63u) & ~63u;
     uint32_t block = RING_BLOCK;
-    if (block < frame + RING_TAIL_ROOM)
+    if (block / frame < 2) /* big packets: a block a frame, no more pages than it needs */
         block = (frame + RING_TAIL_ROOM + page - 1) / page * page;
     while (block - block / frame * frame < RING_TAIL_ROOM)
         frame += 64u; /* the kernel uses whole blocks of frames: make room for the tail */
     r->frame_size = frame;
     r->block_size = block;
     r->per_block = block / frame;
-    uint32_t blocks = ETH_RING_BYTES / block ? ETH_RING_BYTES / block : 1u;
+    uint32_t blocks = bytes / block ? bytes / block : 1u;
     r->frame_nr = r->per_block * blocks;
     r->map_len = (size_t)block * blocks;
 }
 
-static int map_ring(struct eth_ring *r, int fd)
+static int map_ring(struct pkt_ring *r, int fd)
 {
     void *m = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED)
@@ -50,13 +52,14 @@ static int map_ring(struct eth_ring *r, int fd)
     return 0;
 }
 
-int eth_ring_create(struct eth_ring *r, int fd, int mtu)
+int pkt_ring_create(struct pkt_ring *r, int fd, uint32_t max_net, uint32_t bytes, int vnet)
 {
     memset(r, 0, sizeof *r);
-    geometry(r, mtu);
+    geometry(r, max_net, bytes);
     int v = TPACKET_V2;
     if (setsockopt(fd, SOL_PACKET, PACKET_VERSION, &v, sizeof v) != 0)
         return -errno;
+    r->vnet = vnet ? 1 : 0;
     struct tpacket_req req = {
         .tp_block_size = r->block_size,
         .tp_block_nr = (unsigned)(r->map_len / r->block_size),
@@ -64,7 +67,9 @@ int eth_ring_create(struct eth_ring *r, int fd, int mtu)
         .tp_frame_nr = r->frame_nr,
     };
     int rc = 0;
-    if (setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) != 0)
+    if (r->vnet && setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &r->vnet, sizeof r->vnet) != 0)
+        rc = -errno;
+    else if (setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) != 0)
         rc = -errno;
     else if ((rc = map_ring(r, fd)) != 0) {
         memset(&req, 0, sizeof req); /* no ring after all: frames go to the socket queue */
@@ -73,12 +78,15 @@ int eth_ring_create(struct eth_ring *r, int fd, int mtu)
     if (rc) {
         v = TPACKET_V1; /* a socket without a ring says so to those who adopt it */
         (void)setsockopt(fd, SOL_PACKET, PACKET_VERSION, &v, sizeof v);
+        v = 0; /* and recvmmsg reads packets without a header in front */
+        (void)setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &v, sizeof v);
+        r->vnet = 0;
         r->map = NULL;
     }
     return rc;
 }
 
-int eth_ring_adopt(struct eth_ring *r, int fd, int mtu)
+int pkt_ring_adopt(struct pkt_ring *r, int fd, uint32_t max_net, uint32_t bytes)
 {
     memset(r, 0, sizeof *r);
     int v = 0;
@@ -87,12 +95,15 @@ int eth_ring_adopt(struct eth_ring *r, int fd, int mtu)
         return -errno;
     if (v != TPACKET_V2)
         return 0;
-    geometry(r, mtu);
+    len = sizeof r->vnet;
+    if (getsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &r->vnet, &len) != 0)
+        return -errno;
+    geometry(r, max_net, bytes);
     int rc = map_ring(r, fd);
     return rc ? rc : 1;
 }
 
-void eth_ring_unmap(struct eth_ring *r)
+void pkt_ring_unmap(struct pkt_ring *r)
 {
     if (r->map)
         munmap(r->map, r->map_len);
@@ -100,7 +111,7 @@ void eth_ring_unmap(struct eth_ring *r)
     r->tail = NULL;
 }
 
-static struct tpacket2_hdr *frame_at(const struct eth_ring *r, uint32_t i)
+static struct tpacket2_hdr *frame_at(const struct pkt_ring *r, uint32_t i)
 {
     return (struct tpacket2_hdr *)(r->map + (size_t)(i / r->per_block) * r->block_size +
                                    (size_t)(i % r->per_block) * r->frame_size);
@@ -112,7 +123,7 @@ static int has_data(const struct tpacket2_hdr *h)
 }
 
 /* Frame i, the read position: after giving back a frame a dead reader left behind it. */
-static struct tpacket2_hdr *at_tail(struct eth_ring *r, uint32_t i)
+static struct tpacket2_hdr *at_tail(struct pkt_ring *r, uint32_t i)
 {
     /* A reader that died between moving on and giving its frame back left that frame the
      * reader's: give it back, or the kernel stops at it a lap later.  (Were the ring so full
@@ -124,19 +135,19 @@ static struct tpacket2_hdr *at_tail(struct eth_ring *r, uint32_t i)
     return frame_at(r, i);
 }
 
-static uint32_t tail_index(const struct eth_ring *r)
+static uint32_t tail_index(const struct pkt_ring *r)
 {
     uint32_t i = __atomic_load_n(r->tail, __ATOMIC_ACQUIRE);
     return i < r->frame_nr ? i : 0; /* never so by a reader: memory the kernel gave zeroed */
 }
 
-int eth_ring_ready(struct eth_ring *r)
+int pkt_ring_ready(struct pkt_ring *r)
 {
     return has_data(at_tail(r, tail_index(r)));
 }
 
-int eth_ring_peek(struct eth_ring *r, const uint8_t **data, uint32_t *snap, uint32_t *wire,
-                  uint8_t *pkttype)
+int pkt_ring_peek(struct pkt_ring *r, const uint8_t **data, uint32_t *snap, uint32_t *wire,
+                  uint8_t *pkttype, uint32_t *net)
 {
     struct tpacket2_hdr *h = at_tail(r, tail_index(r));
     if (!has_data(h))
@@ -147,10 +158,11 @@ int eth_ring_peek(struct eth_ring *r, const uint8_t **data, uint32_t *snap, uint
     *snap = h->tp_snaplen;
     *wire = h->tp_len;
     *pkttype = sll->sll_pkttype;
+    *net = h->tp_net - h->tp_mac;
     return 1;
 }
 
-void eth_ring_release(struct eth_ring *r)
+void pkt_ring_release(struct pkt_ring *r)
 {
     uint32_t i = tail_index(r);
     /* move on first: a reader dying in between leaves a frame the next one gives back
