@@ -692,6 +692,25 @@ struct udp_pair {
     struct lanai_link *l[2];
 };
 
+/* The links of nodes 0 and 1 of u->nodes, on sockets fd[] (-1: each opens its own). */
+static int udp_pair_links(struct udp_pair *u, const int *fd, const struct mcp_fault_cfg *fault,
+                          char *err, size_t errlen)
+{
+    for (int i = 0; i < 2; i++) {
+        struct mcp_link_params p = {0};
+        p.node = (uint16_t)i;
+        p.nodes = &u->nodes;
+        p.fd = fd[i];
+        p.ring_fd = -1;
+        if (fault)
+            p.fault = *fault;
+        u->l[i] = mcp_link_open("udp", &p, err, errlen);
+        if (!u->l[i])
+            return -1;
+    }
+    return 0;
+}
+
 /* Two udp links on loopback (nodes 0 and 1), through pre-bound sockets (p->fd). */
 static int udp_pair_open(struct udp_pair *u, const struct mcp_fault_cfg *fault, char *err,
                          size_t errlen)
@@ -706,19 +725,7 @@ static int udp_pair_open(struct udp_pair *u, const struct mcp_fault_cfg *fault, 
              port[1]);
     if (psp_nodes_parse(text, 0, &u->nodes, err, errlen) != 0)
         return -1;
-    for (int i = 0; i < 2; i++) {
-        struct mcp_link_params p = {0};
-        p.node = (uint16_t)i;
-        p.nodes = &u->nodes;
-        p.fd = fd[i];
-        p.ring_fd = -1;
-        if (fault)
-            p.fault = *fault;
-        u->l[i] = mcp_link_open("udp", &p, err, errlen);
-        if (!u->l[i])
-            return -1;
-    }
-    return 0;
+    return udp_pair_links(u, fd, fault, err, errlen);
 }
 
 static void udp_pair_close(struct udp_pair *u)
@@ -1705,16 +1712,8 @@ static int udp_own_pair_open(struct udp_pair *u, char *err, size_t errlen)
     snprintf(text, sizeof text, "0 127.0.0.1:%u\n1 127.0.0.1:%u\n", port[0], port[1]);
     if (psp_nodes_parse(text, 0, &u->nodes, err, errlen) != 0)
         return -1;
-    for (int i = 0; i < 2; i++) {
-        struct mcp_link_params p = {0};
-        p.node = (uint16_t)i;
-        p.nodes = &u->nodes;
-        p.fd = -1;
-        p.ring_fd = -1;
-        if (!(u->l[i] = mcp_link_open("udp", &p, err, errlen)))
-            return -1;
-    }
-    return 0;
+    static const int own[2] = {-1, -1};
+    return udp_pair_links(u, own, NULL, err, errlen);
 }
 
 /* Read from l until want frames came, a second passed, or (want 0) 200 looks found nothing
