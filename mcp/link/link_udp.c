@@ -45,7 +45,7 @@
 
 #define UDP_RXBATCH    16u    /* datagrams (each possibly many GRO segments) read per rx() */
 #define UDP_STAGE      65536u /* bytes of one staged read: the largest GRO datagram */
-#define UDP_SOCK_LOOKS 64u    /* with a ring: empty looks between reads of the UDP socket */
+#define UDP_SOCK_LOOKS 1024u  /* with a ring: empty looks between reads of the UDP socket */
 
 /* Where the iovecs of one message of a direct read point (rebuilt when the buffer changes). */
 struct udp_rxmap {

@@ -1716,14 +1716,15 @@ static int udp_own_pair_open(struct udp_pair *u, char *err, size_t errlen)
     return udp_pair_links(u, own, NULL, err, errlen);
 }
 
-/* Read from l until want frames came, a second passed, or (want 0) 200 looks found nothing
- * more: how many, their numbers in order in seen (lengths checked against len_of). */
+/* Read from l until want frames came, a second passed, or (want 0) 3000 looks found nothing
+ * more (the UDP socket is read every 1024th, UDP_SOCK_LOOKS): how many, their numbers in
+ * order in seen (lengths checked against len_of). */
 static int udp_ring_read(struct lanai_link *l, struct bigbufs *r, int want, uint32_t *seen,
                          const uint32_t *len_of)
 {
     int got = 0, quiet = 0;
     double end = now_s() + 1.0;
-    while ((want ? got < want : quiet < 200) && now_s() < end) {
+    while ((want ? got < want : quiet < 3000) && now_s() < end) {
         int n = lanai_rx(l, r->bufs, 65536, r->lens, 16);
         quiet = n > 0 ? 0 : quiet + 1;
         for (int i = 0; i < n; i++) {
