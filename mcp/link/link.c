@@ -47,6 +47,15 @@ int mcp_link_ring_fd(struct lanai_link *link)
     return mcp_link_udp_ring_fd(link);
 }
 
+int mcp_link_has_ring(struct lanai_link *link)
+{
+    if (!is_sock_link(link))
+        return 0;
+    if (strcmp(link->kind, "eth") == 0)
+        return mcp_link_eth_has_ring(link);
+    return mcp_link_udp_ring_fd(link) >= 0;
+}
+
 int mcp_link_stats(struct lanai_link *link, struct mcp_link_stats *s)
 {
     if (!is_sock_link(link) || !s)

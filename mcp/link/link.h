@@ -51,6 +51,10 @@ int mcp_link_fd(struct lanai_link *link);
 int mcp_link_ring_fd(struct lanai_link *link);
 int mcp_link_udp_ring_fd(struct lanai_link *link); /* the same, for a udp link only */
 
+/* 1 when a udp or eth link reads arrivals from a receive ring (no system call per look). */
+int mcp_link_has_ring(struct lanai_link *link);
+int mcp_link_eth_has_ring(struct lanai_link *link); /* the same, for an eth link only */
+
 /* Counters of a udp or eth link (the sim link has mcp_sim_net_stats()). */
 struct mcp_link_stats {
     uint64_t tx_frames, tx_bytes; /* handed to the kernel */

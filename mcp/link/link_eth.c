@@ -208,6 +208,11 @@ static int eth_pending(struct lanai_link *l)
     return e->ring.map ? pkt_ring_ready(&e->ring) : 1;
 }
 
+int mcp_link_eth_has_ring(struct lanai_link *l)
+{
+    return ((struct eth_link *)l)->ring.map != NULL;
+}
+
 static const struct lanai_link_ops eth_ops = {
     .tx = mcp_sock_tx,
     .flush = mcp_sock_flush,

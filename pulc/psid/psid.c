@@ -564,7 +564,7 @@ static void fill_info(struct psk_info *in)
     in->abi_version = PSK_ABI_VERSION;
     in->mcp_abi_version = MCP_ABI_VERSION;
     in->provider = PSK_PROVIDER_PSID;
-    in->flags = PSK_INFO_HOST_POLL;
+    in->flags = PSK_INFO_HOST_POLL | (mcp_link_has_ring(S.link) ? PSK_INFO_RX_RING : 0u);
     in->image_size = S.img_size;
     in->area_size = S.area->size;
     in->node_id = S.node;
@@ -937,7 +937,7 @@ int main(int argc, char **argv)
     if (rc)
         psp_die("cannot start the NIC thread: %s", strerror(rc));
     PSP_INFO("node %u ready: %s link%s, %u contexts, %u-byte slots, socket %s, pid %ld", S.node,
-             S.link_kind, mcp_link_ring_fd(S.link) >= 0 ? " (read from a receive ring)" : "",
+             S.link_kind, mcp_link_has_ring(S.link) ? " (read from a receive ring)" : "",
              S.img->cfg.contexts, mcp_max_payload(S.img), S.sock_path, (long)getpid());
 
     serve_loop(sig_fd);

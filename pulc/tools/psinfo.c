@@ -191,7 +191,8 @@ int main(int argc, char **argv)
             printf("provider       psid (socket %s, ABI %u, firmware ABI %u)\n", path,
                    in.abi_version, in.mcp_abi_version);
         printf("node           %u of at most %u\n", in.node_id, in.max_nodes);
-        printf("link           %s\n", link);
+        printf("link           %s%s\n", link,
+               in.flags & PSK_INFO_RX_RING ? ", arrivals read from a receive ring" : "");
         printf("slot size      %u bytes\n", in.slot_size);
         printf("contexts       %u used of %u\n", in.contexts_used, in.contexts);
         printf("max clients    %u\n", in.max_clients);
