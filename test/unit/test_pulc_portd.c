@@ -16,6 +16,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -808,8 +810,29 @@ TEST(a_blocking_send_between_nodes_hands_its_frame_to_the_firmware_before_it_ret
     PSP_ClosePort(p);
 }
 
+/* The pid of the psid listening at path (SO_PEERCRED of a connection to it), or -1. */
+static pid_t psid_pid(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (!path || strlen(path) >= sizeof a.sun_path)
+        return -1;
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct ucred cr = {.pid = -1};
+    socklen_t len = sizeof cr;
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+        cr.pid = -1;
+    if (fd >= 0)
+        close(fd);
+    return cr.pid;
+}
+
 /* PSP_SendWaiting: a large send completes at its post with most of its frames behind the
- * peer's window; it says so until the frames went out, and progress gets them out. */
+ * peer's window; it says so until the frames went out, and progress gets them out.  Nothing
+ * on the peer node may acknowledge meanwhile (its psid and the receiver stopped): with the
+ * receive ring, acknowledgements came back so fast that the whole window had moved on while
+ * the send was still being posted. */
 TEST(send_waiting_holds_while_frames_wait_behind_the_window_and_clears_with_progress)
 {
     if (!peer_is_remote())
@@ -837,9 +860,19 @@ TEST(send_waiting_holds_while_frames_wait_behind_the_window_and_clears_with_prog
     fill(b, 5, len);
     PSP_PortId dest = PSP_PORTID(peer, 116);
     PSP_Request r;
+    pid_t peer_psid = psid_pid(getenv("PULC_TEST_PEER_SOCKET"));
+    if (peer_psid > 0) { /* (the kernel module's peer acknowledges from a kernel thread) */
+        CHECK(kill(peer_psid, SIGSTOP) == 0 && kill(pid, SIGSTOP) == 0, "stop the peer node");
+        usleep(20000); /* a pass that was under way ends */
+    }
     REQUIRE(PSP_ISend(p, dest, NULL, 0, b, len, &r) == 0, "send");
-    CHECK_EQ_I64(PSP_SendWaiting(dest), 1); /* a few hundred frames, a window of them out */
+    CHECK_EQ_I64(PSP_SendWaiting(dest), 1);             /* 17 frames, a window of them out */
     CHECK_EQ_I64(PSP_SendWaiting(PSP_GetPortId(p)), 0); /* this node: nothing to wait for */
+    if (peer_psid > 0) {
+        usleep(20000);
+        CHECK_EQ_I64(PSP_SendWaiting(dest), 1); /* still: no acknowledgement came */
+        CHECK(kill(peer_psid, SIGCONT) == 0 && kill(pid, SIGCONT) == 0, "continue the peer");
+    }
     double t0 = now_ms();
     while (PSP_SendWaiting(dest) && now_ms() - t0 < 20000)
         CHECK_OK(PSP_Progress());
