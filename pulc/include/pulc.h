@@ -128,6 +128,10 @@ typedef struct PSP_Request {
 int PSP_ISend(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen, const void *buf,
               uint32_t len, PSP_Request *req);
 
+/* A local message of at least this many bytes that goes direct (longer than PSP_LOCAL_DIRECT)
+ * is copied by receiver and sender together, each taking chunks while it makes progress. */
+#define PSP_SHARED_COPY_MIN (256u << 10)
+
 /*
  * Post a receive: the first queued (or later arriving) message accept() takes — in arrival
  * order, skipping those it refuses; accept NULL takes any — is copied to buf (len bytes at

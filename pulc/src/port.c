@@ -179,7 +179,7 @@ int PSP_ClosePort(PSP_Port *port)
 
 /* ---- sending ---- */
 
-static void help_copy(struct pulc_area *a, PSP_Request *r);
+static int help_copy(struct pulc_area *a, PSP_Request *r);
 
 /* Post as many fragments of a remote send as the context's ring takes; 1 when all are.  The
  * caller holds the ring lock if there is one (post_remote). */
@@ -611,24 +611,24 @@ static int take(struct pulc_area *a, PSP_Request *r)
     return 0;
 }
 
-/* Direct messages from PULC_SHARE_MIN bytes are copied by reader and writer together, in
+/* Direct messages from PSP_SHARED_COPY_MIN bytes are copied by reader and writer together, in
  * two halves (fewer, larger calls copy faster here: 4 MiB went 16 GB/s in 128 KiB chunks,
  * 20 GB/s in quarters and 23-30 GB/s in halves), chunks a multiple of PULC_SHARE_CHUNK. */
-#define PULC_SHARE_MIN   (256u << 10)
 #define PULC_SHARE_CHUNK (64u << 10)
 
 /*
  * Copy chunks of a SHARED direct message until none is left: the reader pulls
  * (process_vm_readv), the writer pushes (process_vm_writev); each chunk is copied once.
+ * Returns the number of chunks this call copied.
  */
-static void copy_chunks(struct pulc_msg *m, int writer, const uint8_t *sbuf)
+static int copy_chunks(struct pulc_msg *m, int writer, const uint8_t *sbuf)
 {
     uint32_t n = m->recv_len, chunk = m->chunk;
-    for (;;) {
+    for (int done = 0;; done++) {
         uint32_t c = __atomic_fetch_add(&m->chunk_next, 1, __ATOMIC_ACQ_REL);
         uint64_t off = (uint64_t)c * chunk;
         if (off >= n)
-            return;
+            return done;
         uint32_t len = n - off < chunk ? (uint32_t)(n - off) : chunk;
         uint32_t got = 0;
         while (got < len) {
@@ -655,14 +655,26 @@ static void copy_chunks(struct pulc_msg *m, int writer, const uint8_t *sbuf)
     }
 }
 
-/* The writer of a direct send whose reader shares the copy: take chunks too. */
-static void help_copy(struct pulc_area *a, PSP_Request *r)
+/* The writer of a direct send whose reader shares the copy: take chunks too; 1 if it did. */
+static int help_copy(struct pulc_area *a, PSP_Request *r)
 {
     struct pulc_msg *m = pulc_msg_at(a, r->p_msg);
     if (!(__atomic_load_n(&m->flags, __ATOMIC_ACQUIRE) & PULC_MSG_SHARED) ||
         (uint64_t)__atomic_load_n(&m->chunk_next, __ATOMIC_ACQUIRE) * m->chunk >= m->recv_len)
-        return;
-    copy_chunks(m, 1, r->p_sbuf);
+        return 0;
+    return copy_chunks(m, 1, r->p_sbuf) > 0;
+}
+
+/* Take chunks of our own direct sends whose readers share the copy; 1 if any were copied.
+ * A reader waiting for its writer's last chunk does this meanwhile: when both processes
+ * send to each other, each would otherwise wait idle for the other (osu_bibw). */
+static int help_sends(struct pulc_proc *P)
+{
+    int any = 0;
+    for (PSP_Request *r = P->lsend_head; r; r = r->p_next)
+        if (r->p_state == PULC_RQ_SEND_DIRECT)
+            any |= help_copy(P->node.area, r);
+    return any;
 }
 
 /* A direct message: copy it once from the sender's memory, then hand it back. */
@@ -673,7 +685,7 @@ static void take_direct(struct pulc_proc *P, PSP_Port *port, PSP_Request *r)
     uint32_t total = m->total, n = total < r->p_buflen ? total : r->p_buflen;
     int err = 0;
     uint32_t got = 0;
-    if (n >= PULC_SHARE_MIN) {
+    if (n >= PSP_SHARED_COPY_MIN) {
         /* Publish our buffer: the writer, polling for its send to complete, copies chunks
          * into it while we copy others from its memory. */
         if (pulc_area_lock(a))
@@ -693,7 +705,7 @@ static void take_direct(struct pulc_proc *P, PSP_Port *port, PSP_Request *r)
                 err = -ECONNRESET; /* the writer died holding a chunk */
                 break;
             }
-            if (spin > 64)
+            if (!help_sends(P) && spin > 64)
                 sched_yield();
         }
         if (!err)
