@@ -25,6 +25,20 @@ typedef struct MPIDI_CH3I_Wire {
     int32_t src_rank;
 } MPIDI_CH3I_Wire_t;
 
+/*
+ * An eager-send packet on the wire without CH3's padding: 24 bytes, not 32 (type, match,
+ * sender_req_id, data_sz at these offsets; the type says MPIDI_CH3I_WIRE_EAGER_PACKED).
+ * Why: with the wire header and 8 bytes of data, a message (osu_mbw_mr's, any MPI_Isend's)
+ * is then one 64-byte entry in a local ring, not two, and its receiver waits for one cache
+ * line to come from the sender's core, not two (osu_mbw_mr at 8 B on one node, when this
+ * VM's two cores were far apart: 30 -> 33 MB/s).  Unpacked by the receiver before CH3 sees it.
+ */
+#define MPIDI_CH3I_WIRE_EAGER_PACKED (-0x5053) /* no CH3 packet type is negative */
+#define MPIDI_CH3I_PACKED_MATCH      4
+#define MPIDI_CH3I_PACKED_REQ_ID     (MPIDI_CH3I_PACKED_MATCH + sizeof(MPIDI_Message_match))
+#define MPIDI_CH3I_PACKED_DATA_SZ    (MPIDI_CH3I_PACKED_REQ_ID + sizeof(MPI_Request))
+#define MPIDI_CH3I_PACKED_LEN        (MPIDI_CH3I_PACKED_DATA_SZ + sizeof(intptr_t))
+
 /* The longest extra header: wire header + a whole CH3 packet (PULC takes up to 256 B). */
 #define MPIDI_CH3I_XHDR_MAX (sizeof(MPIDI_CH3I_Wire_t) + sizeof(MPIDI_CH3_Pkt_t))
 
