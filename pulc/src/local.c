@@ -72,7 +72,7 @@ static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, 
         a->rings_none++;
     port->last_peer = port->npeers;
     *peer = &port->peers[port->npeers];
-    port->peers[port->npeers++] = (struct pulc_lpeer){dest, ring, 0};
+    port->peers[port->npeers++] = (struct pulc_lpeer){dest, ring, 0, port->activity - 1};
     return ring;
 }
 
@@ -89,6 +89,12 @@ int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
         if (!pulc_ring_put(a, ring, &peer->tail_seen, PULC_RENT_MSG, r->p_msg_id, r->p_xhdr,
                            r->xlen, r->p_sbuf, r->len, 0))
             return 0;
+        /* Streaming (no ring message taken since the last send here): claim the lines the
+         * next entries go to.  Not in a ping-pong, whose latency the claim would cost. */
+        if (peer->activity == r->p_port->activity &&
+            pulc_rent_size(r->xlen, r->len) <= PULC_RING_CLAIM_MAX)
+            pulc_ring_claim_ahead(a, ring, peer->tail_seen);
+        peer->activity = r->p_port->activity;
         ring_wake(a, PSP_PORTID_NUMBER(r->p_dest));
         return 2;
     }

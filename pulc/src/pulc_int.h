@@ -33,6 +33,7 @@ struct pulc_lpeer {
     PSP_PortId dest;
     uint32_t ring;
     uint64_t tail_seen; /* the ring's reader position as last read */
+    uint32_t activity;  /* the port's activity at the last send here: none since = streaming */
 };
 
 struct PSP_Port {
