@@ -143,9 +143,9 @@ int pulc_ring_put(struct pulc_area *a, uint32_t r, uint64_t *tail_seen, uint8_t 
  * wait, paid once per message, was most of osu_mbw_mr's time.  Claimed ahead, the line is
  * the sender's when it writes.  Left alone: the line at head (a reader that caught up polls
  * it) and lines that may still hold entries not read (by tail_seen, the sender's copy of the
- * reader's position).  Call after pulc_ring_put, only while streaming:
- * in a ping-pong the claim costs latency, and only after entries up to PULC_RING_CLAIM_MAX
- * bytes: for larger ones the copy hides the wait, and claiming cost 5-15 % (128 B - 1 KiB).
+ * reader's position).  Call after pulc_ring_put, and only while streaming (in a ping-pong
+ * the claim costs latency) and after entries of up to PULC_RING_CLAIM_MAX bytes (for larger
+ * ones the copy hides the wait, and claiming cost 5-15 % at 128 B - 1 KiB).
  */
 #define PULC_RING_CLAIM_MAX (2 * PULC_RENT_ALIGN)
 void pulc_ring_claim_ahead(struct pulc_area *a, uint32_t r, uint64_t tail_seen);
