@@ -1,6 +1,7 @@
 /*
- * crc32c.h — CRC-32C (Castagnoli), the frame checksum.  Uses the SSE4.2 instruction when the
- * CPU has it, a table otherwise.  No allocation, usable from the firmware.
+ * crc32c.h — CRC-32C (Castagnoli), the frame checksum.  Uses the fastest way the CPU has: the
+ * carry-less multiply (AVX-512 VPCLMULQDQ) for long runs, the SSE4.2 instruction, a table.  No
+ * allocation, usable from the firmware.
  */
 #ifndef PSPORT_MCP_CRC32C_H
 #define PSPORT_MCP_CRC32C_H
@@ -9,5 +10,13 @@
 
 /* Continue a CRC-32C over len bytes. Start with crc = 0; the result is final (no extra xor). */
 uint32_t mcp_crc32c(uint32_t crc, const void *data, size_t len);
+
+/* The ways to compute it, each also able to do what the ones before it do: a slicing table; the
+ * SSE4.2 crc32 instruction in three lanes; the 512-bit carry-less multiply folding long runs. */
+enum mcp_crc32c_impl { MCP_CRC32C_TABLE, MCP_CRC32C_INSN, MCP_CRC32C_FOLD };
+
+/* mcp_crc32c by one named way, for tests: continues *crc and returns 1, or returns 0 (and
+ * leaves *crc) if this CPU cannot do it that way. */
+int mcp_crc32c_with(enum mcp_crc32c_impl impl, uint32_t *crc, const void *data, size_t len);
 
 #endif

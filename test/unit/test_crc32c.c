@@ -1,6 +1,7 @@
 /* test_crc32c: the frame CRC (mcp/crc32c.c) against a bitwise CRC-32C, for every length up to
- * a few lane chunks, random lengths and offsets up to the largest frame, and split updates (the
- * three-lane hardware path joins lanes with shift tables; any slip shows here). */
+ * a few lane chunks, random lengths and offsets up to the largest frame, and split updates, by
+ * the best way the CPU has and by each way on its own (the three-lane instruction path joins
+ * lanes with shift tables, the folding path multiplies by powers of x; any slip shows here). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,50 @@ TEST(random_lengths_offsets_and_splits)
                    want))
             return;
     }
+}
+
+static const char *const impl_name[] = {"table", "crc32 instruction", "folding"};
+
+/* Every length to 2400 and random runs to 64 KiB, with random starting states, by impl. */
+static void check_impl(enum mcp_crc32c_impl impl, uint64_t s)
+{
+    uint32_t probe = 0;
+    if (!mcp_crc32c_with(impl, &probe, buf, 1))
+        SKIP("this CPU has no %s path", impl_name[impl]);
+    fill(s);
+    for (size_t n = 0; n <= 2400; n++) {
+        uint32_t a = 0;
+        mcp_crc32c_with(impl, &a, buf + (n % 11), n);
+        uint32_t b = crc_bitwise(buf + (n % 11), n);
+        if (!CHECK(a == b, "%s, length %zu: %08x, expected %08x", impl_name[impl], n, a, b))
+            return;
+    }
+    for (int t = 0; t < 200; t++) {
+        s = s * 6364136223846793005ull + 1;
+        size_t off = (s >> 33) % 64, n = (s >> 13) % (sizeof buf - 64);
+        size_t k = n ? (s >> 40) % n : 0;
+        uint32_t want = crc_bitwise(buf + off, n), first = crc_bitwise(buf + off, k);
+        uint32_t split = first;
+        mcp_crc32c_with(impl, &split, buf + off + k, n - k);
+        if (!CHECK(split == want, "%s, off %zu len %zu from state at %zu: %08x, want %08x",
+                   impl_name[impl], off, n, k, split, want))
+            return;
+    }
+}
+
+TEST(table_path)
+{
+    check_impl(MCP_CRC32C_TABLE, th_seed(7));
+}
+
+TEST(instruction_path)
+{
+    check_impl(MCP_CRC32C_INSN, th_seed(8));
+}
+
+TEST(folding_path)
+{
+    check_impl(MCP_CRC32C_FOLD, th_seed(9));
 }
 
 TEST_MAIN()
