@@ -120,10 +120,23 @@ static void rec_put(psport_send_t *r)
     free_list = r;
 }
 
+/* The request of a send that went at once: complete it, or run its OnDataAvail. */
+static int sent_now(MPIDI_VC_t *vc, MPIR_Request *sreq)
+{
+    if (!sreq)
+        return MPI_SUCCESS;
+    int (*reqFn)(MPIDI_VC_t *, MPIR_Request *, int *) = sreq->dev.OnDataAvail;
+    if (!reqFn)
+        return MPID_Request_complete(sreq);
+    int complete = 0;
+    int mpi_errno = reqFn(vc, sreq, &complete);
+    MPIR_Assert(complete); /* all data went with the message */
+    return mpi_errno;
+}
+
 /* The send of r is done (PULC's result in r->preq.error): finish its request. */
 static int finish(psport_send_t *r)
 {
-    int mpi_errno = MPI_SUCCESS;
     MPIR_Request *sreq = r->sreq;
     int err = r->preq.error;
     MPIDI_VC_t *vc = r->vc;
@@ -137,15 +150,7 @@ static int finish(psport_send_t *r)
         sreq->status.MPI_ERROR = MPIR_Err_create_code(
             MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__, MPI_ERR_OTHER, "**psport_send",
             "**psport_send %d %s", vc->pg_rank, PSP_StrError(err));
-    int (*reqFn)(MPIDI_VC_t *, MPIR_Request *, int *) = sreq->dev.OnDataAvail;
-    if (!reqFn) {
-        mpi_errno = MPID_Request_complete(sreq);
-    } else {
-        int complete = 0;
-        mpi_errno = reqFn(vc, sreq, &complete);
-        MPIR_Assert(complete); /* all data went with the message */
-    }
-    return mpi_errno;
+    return sent_now(vc, sreq);
 }
 
 /* Append n pieces to the growing buffer *buf (size *len, capacity *cap): 0 or -1 (memory). */
@@ -255,14 +260,30 @@ int MPIDI_CH3I_Send(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct iovec *iov,
     MPIR_ERR_CHKANDJUMP(MPIDI_CH3I_port == NULL, mpi_errno, MPI_ERR_OTHER, "**psport_noport");
     mpi_errno = MPIDI_CH3I_VC_port(vc, &dest);
     MPIR_ERR_CHECK(mpi_errno);
+    union {
+        MPIDI_CH3I_Wire_t wire;
+        unsigned char bytes[MPIDI_CH3I_XHDR_MAX];
+    } x;
+    x.wire.seq = vc->ch.send_seq;
+    x.wire.src_rank = MPIDI_Process.my_pg_rank;
+    size_t pkt_len =
+        pkt_to_wire(iov[0].iov_base, iov[0].iov_len, x.bytes + sizeof(MPIDI_CH3I_Wire_t));
+    uint16_t xlen = (uint16_t)(sizeof(MPIDI_CH3I_Wire_t) + pkt_len);
+    /* A small message to a rank on this node goes through the ring at once (PSP_SendNow),
+     * without a record and a PULC request: most of a stream of small sends' own cost. */
+    size_t now_len = n == 2 ? iov[1].iov_len : 0;
+    if ((n == 1 || (n == 2 && now_len <= UINT32_MAX &&
+                    !(sreq && sreq->dev.OnDataAvail == MPIDI_CH3_ReqHandler_SendReloadIOV))) &&
+        PSP_SendNow(MPIDI_CH3I_port, dest, x.bytes, xlen, n == 2 ? iov[1].iov_base : NULL,
+                    (uint32_t)now_len) == 1) {
+        vc->ch.send_seq++;
+        return sent_now(vc, sreq);
+    }
     r = rec_get();
     MPIR_ERR_CHKANDJUMP(r == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     r->vc = vc;
     r->sreq = sreq;
-    r->x.wire.seq = vc->ch.send_seq;
-    r->x.wire.src_rank = MPIDI_Process.my_pg_rank;
-    size_t pkt_len =
-        pkt_to_wire(iov[0].iov_base, iov[0].iov_len, r->x.bytes + sizeof(MPIDI_CH3I_Wire_t));
+    memcpy(r->x.bytes, x.bytes, xlen);
 
     const void *data = NULL;
     size_t len = 0;
@@ -302,9 +323,7 @@ int MPIDI_CH3I_Send(MPIDI_VC_t *vc, MPIR_Request *sreq, const struct iovec *iov,
 
     if (len >= DRAIN_MIN)
         r->drain = dest;
-    int rc =
-        PSP_ISend(MPIDI_CH3I_port, dest, r->x.bytes,
-                  (uint16_t)(sizeof(MPIDI_CH3I_Wire_t) + pkt_len), data, (uint32_t)len, &r->preq);
+    int rc = PSP_ISend(MPIDI_CH3I_port, dest, r->x.bytes, xlen, data, (uint32_t)len, &r->preq);
     if (rc)
         MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**psport_send", "**psport_send %d %s",
                              vc->pg_rank, PSP_StrError(rc));

@@ -128,6 +128,17 @@ typedef struct PSP_Request {
 int PSP_ISend(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen, const void *buf,
               uint32_t len, PSP_Request *req);
 
+/*
+ * Send a small message to a port on this node at once, through the pair's ring, when that can
+ * be done without waiting: returns 1 sent (complete, as a PSP_ISend whose request is done:
+ * xheader and buf reusable), 0 not sent (the destination is on another node or has no ring,
+ * the ring is full, earlier sends wait, or the message is longer than a ring entry takes):
+ * then send it with PSP_ISend, which also reports errors.  Saves a request's bookkeeping on
+ * the path a stream of small local messages takes.
+ */
+int PSP_SendNow(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen,
+                const void *buf, uint32_t len);
+
 /* A local message of at least this many bytes that goes direct (longer than PSP_LOCAL_DIRECT)
  * is copied by receiver and sender together, each taking chunks while it makes progress. */
 #define PSP_SHARED_COPY_MIN (256u << 10)

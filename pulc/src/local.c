@@ -76,6 +76,25 @@ static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, 
     return ring;
 }
 
+/* Put a message of msg_id through ring to port dest (peer: its entry): 1 done, 0 no room.
+ * Inlined: it is most of the path of a small local send, taken once per message. */
+static inline __attribute__((always_inline)) int ring_send(struct pulc_area *a, PSP_Port *port,
+                                                           PSP_PortId dest, uint32_t ring,
+                                                           struct pulc_lpeer *peer, uint32_t msg_id,
+                                                           const void *xhdr, uint16_t xlen,
+                                                           const void *buf, uint32_t len)
+{
+    if (!pulc_ring_put(a, ring, &peer->tail_seen, PULC_RENT_MSG, msg_id, xhdr, xlen, buf, len, 0))
+        return 0;
+    /* Streaming (no ring message taken since the last send here): claim the lines the next
+     * entries go to.  Not in a ping-pong, whose latency the claim would cost. */
+    if (peer->activity == port->activity && pulc_rent_size(xlen, len) <= PULC_RING_CLAIM_MAX)
+        pulc_ring_claim_ahead(a, ring, peer->tail_seen);
+    peer->activity = port->activity;
+    ring_wake(a, PSP_PORTID_NUMBER(dest));
+    return 1;
+}
+
 int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
                     int (*try_local)(struct pulc_proc *, PSP_Request *, uint32_t ring,
                                      uint64_t *tail_seen))
@@ -85,21 +104,33 @@ int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
     struct pulc_lpeer *peer = NULL;
     if (P->ring_max && r->p_kind == PSP_PORT_D)
         ring = peer_ring(P, r->p_port, r->p_dest, locked, &peer);
-    if (ring != PULC_NONE && (uint32_t)r->xlen + r->len <= P->ring_max) {
-        if (!pulc_ring_put(a, ring, &peer->tail_seen, PULC_RENT_MSG, r->p_msg_id, r->p_xhdr,
-                           r->xlen, r->p_sbuf, r->len, 0))
-            return 0;
-        /* Streaming (no ring message taken since the last send here): claim the lines the
-         * next entries go to.  Not in a ping-pong, whose latency the claim would cost. */
-        if (peer->activity == r->p_port->activity &&
-            pulc_rent_size(r->xlen, r->len) <= PULC_RING_CLAIM_MAX)
-            pulc_ring_claim_ahead(a, ring, peer->tail_seen);
-        peer->activity = r->p_port->activity;
-        ring_wake(a, PSP_PORTID_NUMBER(r->p_dest));
-        return 2;
-    }
+    if (ring != PULC_NONE && (uint32_t)r->xlen + r->len <= P->ring_max)
+        return ring_send(a, r->p_port, r->p_dest, ring, peer, r->p_msg_id, r->p_xhdr, r->xlen,
+                         r->p_sbuf, r->len)
+                   ? 2
+                   : 0;
     int rc = lock_once(a, locked);
     return rc ? rc : try_local(P, r, ring, peer ? &peer->tail_seen : NULL);
+}
+
+int pulc_local_send_now(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, uint32_t msg_id,
+                        const void *xhdr, uint16_t xlen, const void *buf, uint32_t len)
+{
+    struct pulc_area *a = P->node.area;
+    uint32_t k = port->last_peer, ring = PULC_NONE;
+    struct pulc_lpeer *peer = k < port->npeers ? &port->peers[k] : NULL;
+    /* the destination of the last send, its ring open: peer_ring's first case, inline */
+    if (!peer || peer->dest != dest || (ring = peer->ring) == PULC_NONE ||
+        (__atomic_load_n(&pulc_ring_at(a, ring)->closed, __ATOMIC_ACQUIRE) &
+         PULC_RING_RECEIVER_CLOSED)) {
+        int locked = 0;
+        ring = peer_ring(P, port, dest, &locked, &peer);
+        if (locked)
+            pulc_area_unlock(a);
+        if (ring == PULC_NONE)
+            return 0;
+    }
+    return ring_send(a, port, dest, ring, peer, msg_id, xhdr, xlen, buf, len);
 }
 
 /* The receive a new message is offered to: the first one posted and not yet matched. */

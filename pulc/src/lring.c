@@ -149,7 +149,8 @@ unsigned pulc_ring_repair(struct pulc_area *a)
     return moved;
 }
 
-int pulc_ring_room(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint32_t size)
+/* pulc_ring_room, inlined into pulc_ring_put (an exported function is not). */
+static inline int ring_room(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint32_t size)
 {
     struct pulc_ring *r = pulc_ring_at(a, i);
     uint32_t cap = a->cfg.ring_bytes;
@@ -164,13 +165,18 @@ int pulc_ring_room(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint32_
     return head + need - tail <= cap;
 }
 
+int pulc_ring_room(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint32_t size)
+{
+    return ring_room(a, i, tail_seen, size);
+}
+
 int pulc_ring_put(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint8_t kind,
                   uint32_t msg_id, const void *xhdr, uint16_t xlen, const void *data, uint32_t len,
                   uint32_t ticket)
 {
     struct pulc_ring *r = pulc_ring_at(a, i);
     uint32_t cap = a->cfg.ring_bytes, size = pulc_rent_size(xlen, len);
-    if (!pulc_ring_room(a, i, tail_seen, size))
+    if (!ring_room(a, i, tail_seen, size))
         return 0;
     uint8_t *base = pulc_ring_data(a, i);
     uint64_t head = r->head;

@@ -455,6 +455,25 @@ int PSP_ISend(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xle
     return pulc_send_start(&proc, port, PULC_PROTO_D, dest, xheader, xlen, buf, len, req);
 }
 
+int PSP_SendNow(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen,
+                const void *buf, uint32_t len)
+{
+    struct pulc_proc *P = &proc;
+    uint32_t num = PSP_PORTID_NUMBER(dest);
+    /* Anything unusual goes the usual way, which also reports the errors. */
+    if (port->kind != PSP_PORT_D || PSP_PORTID_NODE(dest) != P->node.node_id || P->lsend_head ||
+        (uint32_t)xlen + len > P->ring_max || xlen > PULC_XHDR_MAX || (xlen && !xheader) ||
+        (len && !buf) || num == 0 || num >= P->node.area->cfg.ports)
+        return 0;
+    if (!pulc_local_send_now(P, port, dest, port->next_msg_id, xheader, xlen, buf, len))
+        return 0;
+    port->next_msg_id++;
+    struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
+    pt->msgs_out++;
+    pt->bytes_out += len;
+    return 1;
+}
+
 /* A send the NIC could not deliver: fail its request if it is still ours, else the port's. */
 static void send_failed(struct pulc_proc *P, const struct mcp_send_error *e)
 {

@@ -172,6 +172,12 @@ int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
                     int (*try_local)(struct pulc_proc *, PSP_Request *, uint32_t ring,
                                      uint64_t *tail_seen));
 
+/* Send a port-D message to local port dest through the ring at once, without a request: 1
+ * sent, 0 not (no ring, or no room: the caller sends it the usual way).  The caller checked
+ * that it fits a ring entry (P->ring_max) and that no earlier local send waits. */
+int pulc_local_send_now(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, uint32_t msg_id,
+                        const void *xhdr, uint16_t xlen, const void *buf, uint32_t len);
+
 /* Receiver: offer ring messages of port to its first posted receive without the lock.
  * Returns 1 when something is left that needs the lock (pulc_local_move_locked). */
 int pulc_local_take(struct pulc_proc *P, PSP_Port *port);

@@ -4,7 +4,7 @@
  * boundaries up to 16 MiB, order per sender, eight senders to one port, the accept callback
  * taking a later message first, a standing receive placing each message, cancel, truncation,
  * probe, the errors a sender gets, and the local rings (order with queued messages, a full
- * ring, a sleeping receiver woken, a receiver's port closed and reopened).
+ * ring, a sleeping receiver woken, a receiver's port closed and reopened, PSP_SendNow).
  *
  * Each test runs receivers and senders in processes of their own (forked, each with its own
  * PSP_Init).  A process attaches to the node whose psid socket it uses, so with
@@ -630,6 +630,97 @@ TEST(local_ring_keeps_order_with_queued_messages_and_out_of_order_receives)
         CHECK_EQ_U64(a->rings_opened - opened, 1); /* one pair, one ring */
         CHECK_GT_U64(a->ring_moved - moved, 0);    /* skipped ones waited in the queue */
     }
+    PSP_ClosePort(p);
+}
+
+/* PSP_SendNow's messages: the first NOW_FIRST small (a ring entry each, all fitting the ring
+ * at once), then ring_len's mix, whose queued and direct ones hold later ones back. */
+#define NOW_FIRST 100
+static uint32_t now_len(uint32_t i)
+{
+    static const uint32_t small[] = {8, 0, 100, 64};
+    return i < NOW_FIRST ? small[i % 4] : ring_len(i);
+}
+
+/* PSP_SendNow: small local messages go through the ring at once (1), anything else is declined
+ * (0) and sent with PSP_ISend; order holds across both, also while queued sends wait (a
+ * declined send is due then).  Between nodes every call declines. */
+TEST(send_now_takes_small_local_messages_in_order_and_declines_the_rest)
+{
+    const uint32_t n = 600;
+    int res[2];
+    REQUIRE(pipe(res) == 0, "pipe");
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(res[0]);
+        uint16_t peer = as_sender();
+        PSP_Port *p = open_port(PSP_ANYPORT);
+        ready_wait();
+        PSP_PortId dest = PSP_PORTID(peer, 112);
+        static uint8_t big[8192];
+        /* taken among the first NOW_FIRST, taken later, declined, and the three calls below
+         * that must be declined whatever the state (no port 0, too long an extra header, too
+         * long a message) */
+        uint32_t counts[4] = {0, 0, 0, 0};
+        counts[3] += PSP_SendNow(p, PSP_PORTID(peer, 0), "x", 1, NULL, 0) == 0;
+        counts[3] += PSP_SendNow(p, dest, big, PULC_XHDR_MAX + 1, NULL, 0) == 0;
+        counts[3] += PSP_SendNow(p, dest, "x", 1, big, sizeof big) == 0;
+        PSP_Request *req = calloc(n, sizeof *req);
+        uint32_t *tag = calloc(n, sizeof *tag);
+        uint8_t **buf = calloc(n, sizeof *buf);
+        if (!req || !tag || !buf)
+            _exit(4);
+        for (uint32_t i = 0; i < n; i++) {
+            tag[i] = i;
+            buf[i] = malloc(now_len(i) + 1);
+            if (!buf[i])
+                _exit(4);
+            fill(buf[i], i, now_len(i));
+            int now = PSP_SendNow(p, dest, &tag[i], 4, buf[i], now_len(i));
+            if (now < 0 || now > 1)
+                _exit(5);
+            counts[now ? (i < NOW_FIRST ? 0 : 1) : 2]++;
+            if (now) /* buf is free again at once: the ring has the message */
+                fill(buf[i], i + 1, now_len(i));
+            else if (PSP_ISend(p, dest, &tag[i], 4, buf[i], now_len(i), &req[i]))
+                _exit(2);
+        }
+        for (uint32_t i = 0; i < n; i++) /* (a request PSP_SendNow left untouched: no port) */
+            if (req[i].p_port && PSP_Wait(&req[i], 60000))
+                _exit(3);
+        if (write(res[1], counts, sizeof counts) != (ssize_t)sizeof counts)
+            _exit(6);
+        PSP_ClosePort(p);
+        _exit(0);
+    }
+    close(res[1]);
+    as_receiver();
+    PSP_Port *p = open_port(112);
+    ready_post(1);
+    static uint8_t buf[40000];
+    for (uint32_t t = 0; t < n; t++) {
+        uint32_t x = UINT32_MAX;
+        PSP_Request r;
+        REQUIRE(PSP_Receive(p, &x, 4, buf, sizeof buf, NULL, NULL, &r) == 0, "receive %u", t);
+        REQUIRE(x == t, "message %u came where %u was due", x, t);
+        CHECK_EQ_U64(r.len, now_len(t));
+        REQUIRE(check_content(buf, t, r.copied) == 0, "message %u: content", t);
+    }
+    CHECK_EQ_I64(reap(pid), 0);
+    uint32_t counts[4];
+    REQUIRE(read(res[0], counts, sizeof counts) == (ssize_t)sizeof counts, "sender's counts");
+    close(res[0]);
+    CHECK_EQ_U64(counts[3], 3);
+    CHECK_EQ_U64(counts[0] + counts[1] + counts[2], n);
+    if (peer_is_remote()) {
+        CHECK_EQ_U64(counts[0] + counts[1], 0); /* another node: never through a ring */
+    } else {
+        CHECK_EQ_U64(counts[0], NOW_FIRST); /* the ring holds them all */
+        CHECK_GT_U64(counts[2], 0);         /* over PSP_LOCAL_RING_MAX, and behind queued ones */
+    }
+    PSP_MsgInfo info;
+    CHECK_EQ_I64(PSP_IProbe(p, NULL, NULL, &info), 0); /* nothing twice */
     PSP_ClosePort(p);
 }
 
