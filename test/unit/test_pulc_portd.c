@@ -568,6 +568,30 @@ static uint32_t ring_len(uint32_t i)
     return lens[i % 8];
 }
 
+/* The sender's n messages of the ring tests: message i has tag i and len(i) bytes of fill(i);
+ * req zeroed.  Exits 4 when memory runs out (the sender is a child). */
+struct ring_msgs {
+    PSP_Request *req;
+    uint32_t *tag;
+    uint8_t **buf;
+};
+
+static struct ring_msgs ring_msgs_make(uint32_t n, uint32_t (*len)(uint32_t))
+{
+    struct ring_msgs m = {calloc(n, sizeof *m.req), calloc(n, sizeof *m.tag),
+                          calloc(n, sizeof *m.buf)};
+    if (!m.req || !m.tag || !m.buf)
+        _exit(4);
+    for (uint32_t i = 0; i < n; i++) {
+        m.tag[i] = i;
+        m.buf[i] = malloc(len(i) + 1);
+        if (!m.buf[i])
+            _exit(4);
+        fill(m.buf[i], i, len(i));
+    }
+    return m;
+}
+
 TEST(local_ring_keeps_order_with_queued_messages_and_out_of_order_receives)
 {
     const uint32_t n = 900;
@@ -579,22 +603,12 @@ TEST(local_ring_keeps_order_with_queued_messages_and_out_of_order_receives)
         ready_wait();
         /* All posted at once: the receiver takes some later messages first, and a direct
          * message's send completes only when it is read. */
-        PSP_Request *req = calloc(n, sizeof *req);
-        uint32_t *tag = calloc(n, sizeof *tag);
-        uint8_t **buf = calloc(n, sizeof *buf);
-        if (!req || !tag || !buf)
-            _exit(4);
-        for (uint32_t i = 0; i < n; i++) {
-            tag[i] = i;
-            buf[i] = malloc(ring_len(i) + 1);
-            if (!buf[i])
-                _exit(4);
-            fill(buf[i], i, ring_len(i));
-            if (PSP_ISend(p, PSP_PORTID(peer, 111), &tag[i], 4, buf[i], ring_len(i), &req[i]))
-                _exit(2);
-        }
+        struct ring_msgs m = ring_msgs_make(n, ring_len);
         for (uint32_t i = 0; i < n; i++)
-            if (PSP_Wait(&req[i], 60000))
+            if (PSP_ISend(p, PSP_PORTID(peer, 111), &m.tag[i], 4, m.buf[i], ring_len(i), &m.req[i]))
+                _exit(2);
+        for (uint32_t i = 0; i < n; i++)
+            if (PSP_Wait(&m.req[i], 60000))
                 _exit(3);
         PSP_ClosePort(p);
         _exit(0);
@@ -666,28 +680,19 @@ TEST(send_now_takes_small_local_messages_in_order_and_declines_the_rest)
         counts[3] += PSP_SendNow(p, PSP_PORTID(peer, 0), "x", 1, NULL, 0) == 0;
         counts[3] += PSP_SendNow(p, dest, big, PULC_XHDR_MAX + 1, NULL, 0) == 0;
         counts[3] += PSP_SendNow(p, dest, "x", 1, big, sizeof big) == 0;
-        PSP_Request *req = calloc(n, sizeof *req);
-        uint32_t *tag = calloc(n, sizeof *tag);
-        uint8_t **buf = calloc(n, sizeof *buf);
-        if (!req || !tag || !buf)
-            _exit(4);
+        struct ring_msgs m = ring_msgs_make(n, now_len);
         for (uint32_t i = 0; i < n; i++) {
-            tag[i] = i;
-            buf[i] = malloc(now_len(i) + 1);
-            if (!buf[i])
-                _exit(4);
-            fill(buf[i], i, now_len(i));
-            int now = PSP_SendNow(p, dest, &tag[i], 4, buf[i], now_len(i));
+            int now = PSP_SendNow(p, dest, &m.tag[i], 4, m.buf[i], now_len(i));
             if (now < 0 || now > 1)
                 _exit(5);
             counts[now ? (i < NOW_FIRST ? 0 : 1) : 2]++;
             if (now) /* buf is free again at once: the ring has the message */
-                fill(buf[i], i + 1, now_len(i));
-            else if (PSP_ISend(p, dest, &tag[i], 4, buf[i], now_len(i), &req[i]))
+                fill(m.buf[i], i + 1, now_len(i));
+            else if (PSP_ISend(p, dest, &m.tag[i], 4, m.buf[i], now_len(i), &m.req[i]))
                 _exit(2);
         }
         for (uint32_t i = 0; i < n; i++) /* (a request PSP_SendNow left untouched: no port) */
-            if (req[i].p_port && PSP_Wait(&req[i], 60000))
+            if (m.req[i].p_port && PSP_Wait(&m.req[i], 60000))
                 _exit(3);
         if (write(res[1], counts, sizeof counts) != (ssize_t)sizeof counts)
             _exit(6);
