@@ -32,10 +32,29 @@ static int lock_once(struct pulc_area *a, int *locked)
 /* The ring of port to dest, opening one at the first message (PULC_NONE: use the queue).
  * A ring whose receiver closed is closed here and a new one tried (a new port there).
  * *peer is set to the destination's entry when a ring is returned. */
+/* The open ring to dest when dest is where port sent last (*peer set), else PULC_NONE:
+ * peer_ring's common case, inline on the send paths. */
+static inline uint32_t last_peer_ring(struct pulc_area *a, PSP_Port *port, PSP_PortId dest,
+                                      struct pulc_lpeer **peer)
+{
+    uint32_t k = port->last_peer;
+    if (k >= port->npeers || port->peers[k].dest != dest)
+        return PULC_NONE;
+    uint32_t ring = port->peers[k].ring;
+    if (ring == PULC_NONE || (__atomic_load_n(&pulc_ring_at(a, ring)->closed, __ATOMIC_ACQUIRE) &
+                              PULC_RING_RECEIVER_CLOSED))
+        return PULC_NONE;
+    *peer = &port->peers[k];
+    return ring;
+}
+
 static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, int *locked,
                           struct pulc_lpeer **peer)
 {
     struct pulc_area *a = P->node.area;
+    uint32_t fast = last_peer_ring(a, port, dest, peer);
+    if (fast != PULC_NONE)
+        return fast;
     uint32_t k = port->last_peer;
     if (k >= port->npeers || port->peers[k].dest != dest)
         for (k = 0; k < port->npeers && port->peers[k].dest != dest; k++)
@@ -117,12 +136,9 @@ int pulc_local_send_now(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, ui
                         const void *xhdr, uint16_t xlen, const void *buf, uint32_t len)
 {
     struct pulc_area *a = P->node.area;
-    uint32_t k = port->last_peer, ring = PULC_NONE;
-    struct pulc_lpeer *peer = k < port->npeers ? &port->peers[k] : NULL;
-    /* the destination of the last send, its ring open: peer_ring's first case, inline */
-    if (!peer || peer->dest != dest || (ring = peer->ring) == PULC_NONE ||
-        (__atomic_load_n(&pulc_ring_at(a, ring)->closed, __ATOMIC_ACQUIRE) &
-         PULC_RING_RECEIVER_CLOSED)) {
+    struct pulc_lpeer *peer = NULL;
+    uint32_t ring = last_peer_ring(a, port, dest, &peer);
+    if (ring == PULC_NONE) {
         int locked = 0;
         ring = peer_ring(P, port, dest, &locked, &peer);
         if (locked)
