@@ -4,7 +4,8 @@
  * uses), no psport code at all.
  *
  *   pingpong  UDP ping-pong per datagram size, busy polling (recv with MSG_DONTWAIT);
- *             latency = round trip / 2, median / min / max over the timed iterations
+ *             latency = round trip / 2, median / mean / min / max over the timed iterations
+ *             (the mean, as OSU's latency reports it, with its tail)
  *   stream    UDP stream: the client sends datagrams of one size for a given time (sendmmsg
  *             batches, blocking), the server counts what arrives; throughput = bytes received
  *             / time between the first and the last datagram received, loss = 1 - received/sent
@@ -84,7 +85,8 @@ static void usage(FILE *f)
             "  -h, --help             this text\n"
             "\n"
             "Output: one line per result, e.g.\n"
-            "  pingpong size=8 iters=2000 median_us=5.10 min_us=4.70 max_us=40.12 resent=0\n"
+            "  pingpong size=8 iters=2000 median_us=5.10 mean_us=5.31 min_us=4.70 max_us=40.12 "
+            "resent=0\n"
             "  stream size=1472 seconds=0.500 sent=N received=N loss=0.000000 MBps=900.1 "
             "send_MBps=901.0\n"
             "  tcp size=65536 seconds=0.500 bytes=N MBps=2000.0\n"
@@ -446,8 +448,12 @@ static int pingpong_size(int ufd, long size, long iters, long warmup, double *la
     }
     qsort(lat, (size_t)iters, sizeof *lat, cmp_double);
     double med = iters % 2 ? lat[iters / 2] : (lat[iters / 2 - 1] + lat[iters / 2]) / 2;
-    printf("pingpong size=%ld iters=%ld median_us=%.3f min_us=%.3f max_us=%.3f resent=%ld\n", size,
-           iters, med, lat[0], lat[iters - 1], resent);
+    double sum = 0;
+    for (long k = 0; k < iters; k++)
+        sum += lat[k];
+    printf("pingpong size=%ld iters=%ld median_us=%.3f mean_us=%.3f min_us=%.3f max_us=%.3f "
+           "resent=%ld\n",
+           size, iters, med, sum / (double)iters, lat[0], lat[iters - 1], resent);
     fflush(stdout);
     return 0;
 }
