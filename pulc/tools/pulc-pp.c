@@ -1989,8 +1989,11 @@ static void run_latencies(struct peer *p)
                     cell_fail(c, (enum pp_level)lv, m, what, why);
                     on[lv] = false;
                     non--;
-                    if (lv == LVL_PORTD || p->dead) /* port-D's state is not recoverable */
+                    if (lv == LVL_PORTD || p->dead) { /* port-D's state is not recoverable */
+                        /* the other levels' blocks of this size are incomplete: none counts */
+                        memset(on, 0, sizeof on);
                         non = 0;
+                    }
                     continue;
                 }
                 c->resends += out.resends;
@@ -2197,9 +2200,12 @@ static void run_mode(struct peer *p)
     if (cells[m][LVL_PORTD].state == CELL_FAILED || p->dead) {
         /* port-D's state is not recoverable after a failure (requests pending) */
         for (int lv = 0; lv < NLEVELS; lv++)
-            if (o.level[lv] && cells[m][lv].state == CELL_NOT_RUN)
-                snprintf(cells[m][lv].why, sizeof cells[m][lv].why, "%s",
+            if (o.level[lv] && cells[m][lv].state == CELL_NOT_RUN) {
+                struct cell *c = &cells[m][lv];
+                c->lat[0].valid = c->lat[1].valid = false; /* no half-measured cell */
+                snprintf(c->why, sizeof c->why, "%s",
                          p->dead ? "the peer died" : "port-D failed before the streams");
+            }
         return;
     }
     for (int lv = 0; lv < NLEVELS; lv++) {
