@@ -29,11 +29,8 @@ static int lock_once(struct pulc_area *a, int *locked)
     return rc;
 }
 
-/* The ring of port to dest, opening one at the first message (PULC_NONE: use the queue).
- * A ring whose receiver closed is closed here and a new one tried (a new port there).
- * *peer is set to the destination's entry when a ring is returned. */
 /* The open ring to dest when dest is where port sent last (*peer set), else PULC_NONE:
- * peer_ring's common case, inline on the send paths. */
+ * peer_ring's first case, inline for pulc_local_send_now. */
 static inline uint32_t last_peer_ring(struct pulc_area *a, PSP_Port *port, PSP_PortId dest,
                                       struct pulc_lpeer **peer)
 {
@@ -48,13 +45,13 @@ static inline uint32_t last_peer_ring(struct pulc_area *a, PSP_Port *port, PSP_P
     return ring;
 }
 
+/* The ring of port to dest, opening one at the first message (PULC_NONE: use the queue).
+ * A ring whose receiver closed is closed here and a new one tried (a new port there).
+ * *peer is set to the destination's entry when a ring is returned. */
 static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, int *locked,
                           struct pulc_lpeer **peer)
 {
     struct pulc_area *a = P->node.area;
-    uint32_t fast = last_peer_ring(a, port, dest, peer);
-    if (fast != PULC_NONE)
-        return fast;
     uint32_t k = port->last_peer;
     if (k >= port->npeers || port->peers[k].dest != dest)
         for (k = 0; k < port->npeers && port->peers[k].dest != dest; k++)
