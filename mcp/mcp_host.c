@@ -128,6 +128,17 @@ int mcp_tx_waiting(struct mcp_image *img, unsigned c, uint16_t dst)
            MCP_LOAD_ACQ(&cn->snd_tx) != MCP_LOAD_ACQ(&cn->snd_nxt);
 }
 
+int mcp_tx_idle(struct mcp_image *img, unsigned c, uint16_t dst)
+{
+    if (dst >= img->cfg.max_nodes)
+        return 0;
+    const struct mcp_context *cx = mcp_ctx(img, c);
+    const struct mcp_conn *cn = mcp_conn(img, dst);
+    return MCP_LOAD_ACQ(&cx->head) == MCP_LOAD_ACQ(&cx->accept) &&
+           MCP_LOAD_ACQ(&cn->q_head) == MCP_NIL &&
+           MCP_LOAD_ACQ(&cn->snd_una) == MCP_LOAD_ACQ(&cn->snd_nxt);
+}
+
 void mcp_ack_asap(struct mcp_image *img, uint16_t src)
 {
     if (src < img->cfg.max_nodes)

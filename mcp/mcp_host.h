@@ -65,6 +65,11 @@ int mcp_tx_blocked(struct mcp_image *img, uint16_t dst, uint32_t posted);
  * dst has gone out at least once (ACKs may still be due).  A hint, read without the NIC lock. */
 int mcp_tx_waiting(struct mcp_image *img, unsigned c, uint16_t dst);
 
+/* Whether the way to node dst is idle: nothing posted through context c that the firmware has
+ * not taken, nothing queued for dst, nothing sent to it that is not acknowledged.  A hint,
+ * read without the NIC lock. */
+int mcp_tx_idle(struct mcp_image *img, unsigned c, uint16_t dst);
+
 /* Ask the firmware to acknowledge what it received from node src at its next pass instead of
  * after ack_delay_us (a receiver that is done and goes off to compute: the sender's window
  * would stay full until somebody else ran the firmware).  Without the NIC lock: a flag the

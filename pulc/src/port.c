@@ -35,10 +35,11 @@ struct pulc_proc *pulc_proc(int *err)
         return NULL;
     }
     struct pulc_hal *h = pulc_hal_self();
-    uint64_t direct, ring_max;
+    uint64_t direct, ring_max, tx_at_post;
     char msg[256];
     if (psp_setting_u64("PSP_LOCAL_DIRECT", 0, UINT32_MAX, &direct, msg, sizeof msg) ||
-        psp_setting_u64("PSP_LOCAL_RING_MAX", 0, UINT32_MAX, &ring_max, msg, sizeof msg)) {
+        psp_setting_u64("PSP_LOCAL_RING_MAX", 0, UINT32_MAX, &ring_max, msg, sizeof msg) ||
+        psp_setting_u64("PSP_TX_AT_POST", 0, 1, &tx_at_post, msg, sizeof msg)) {
         PSP_ERROR("%s", msg);
         *err = -EINVAL;
         return NULL;
@@ -56,6 +57,7 @@ struct pulc_proc *pulc_proc(int *err)
         proc.node.ring_lock = &h->ring_lock;
     }
     proc.local_direct = (uint32_t)direct;
+    proc.tx_at_post = (int)tx_at_post;
     uint32_t fits = pulc_ring_max(h->area);
     proc.ring_max = ring_max < fits ? (uint32_t)ring_max : fits;
     proc_ready = 1;
@@ -423,15 +425,28 @@ static void tx_handoff(struct pulc_proc *P, uint16_t dst, uint32_t posted)
         pulc_nic_nudge(P->node.area, 0);
 }
 
-/* A remote send is posted whole and completes now.  Kernel provider: ring the doorbell now
+/*
+ * A remote send is posted whole and completes now.  Kernel provider: ring the doorbell now
  * (the module's idle thread ticks only every 100 ms; an error here shows again at the next
- * progress pass's kick).  User provider: tx_handoff(). */
-static void remote_posted(struct pulc_proc *P, const PSP_Request *req)
+ * progress pass's kick).  User provider: if the way to the node was idle before (nothing
+ * queued, nothing unacknowledged: a ping-pong's turn, the first message after a pause), the
+ * frames go out now, not at the caller's next pass: an MPI_Send returns and MPI_Recv
+ * reaches its first pass only after CH3's matching and posting.  A stream, whose frames
+ * are in flight, leaves them to the next pass as before (one sendmmsg for many).  Otherwise
+ * tx_handoff().
+ */
+static void remote_posted(struct pulc_proc *P, const PSP_Request *req, int was_idle)
 {
-    if (P->h->kernel)
+    uint16_t dst = PSP_PORTID_NODE(req->p_dest);
+    if (P->h->kernel) {
         (void)pulc_hal_kick(P->h);
-    else
-        tx_handoff(P, PSP_PORTID_NODE(req->p_dest), req->p_msg);
+        return;
+    }
+    if (was_idle && pulc_nic_send_try(P->node.area, &P->h->nic) > 0) {
+        tx_handoff(P, dst, 0); /* taken: only what the window holds back is left */
+        return;
+    }
+    tx_handoff(P, dst, req->p_msg);
 }
 
 void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req)
@@ -439,10 +454,14 @@ void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req)
     P->remote_ns = mcp_now_ns();
     P->nic_busy = 1;
     req->p_state = PULC_RQ_SEND_REMOTE;
-    if (!P->rsend_head && post_remote(P, req)) {
-        remote_posted(P, req);
-        rq_complete(req, 0);
-        return;
+    if (!P->rsend_head) {
+        int was_idle = P->tx_at_post && mcp_tx_idle(P->node.img, (unsigned)P->node.ctx,
+                                                    PSP_PORTID_NODE(req->p_dest));
+        if (post_remote(P, req)) {
+            remote_posted(P, req, was_idle);
+            rq_complete(req, 0);
+            return;
+        }
     }
     rq_append(&P->rsend_head, &P->rsend_tail, req);
 }

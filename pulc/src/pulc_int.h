@@ -62,6 +62,7 @@ struct pulc_proc {
     PSP_Request *lsend_head, *lsend_tail; /* local sends not complete, in order */
     uint32_t local_direct;                /* PSP_LOCAL_DIRECT */
     uint32_t ring_max;                    /* PSP_LOCAL_RING_MAX within what the rings take */
+    int tx_at_post;                       /* PSP_TX_AT_POST */
     uint64_t remote_ns;                   /* last time we sent to or received from another node */
     uint64_t nic_ns;                      /* last time progress ran the NIC */
     uint32_t calls;    /* progress calls (the clock is read every 32nd while quiet) */

@@ -906,6 +906,86 @@ TEST(a_blocking_send_between_nodes_hands_its_frame_to_the_firmware_before_it_ret
     PSP_ClosePort(p);
 }
 
+/*
+ * PSP_TX_AT_POST: a PSP_ISend between nodes whose way is idle (everything before it
+ * acknowledged) leaves at its post: the firmware has taken and transmitted its frame when
+ * PSP_ISend returns.  With PSP_TX_AT_POST=0 the frame waits for the next pass.  Before each
+ * send the sender runs progress until the receiver's acknowledgement of the previous message
+ * came back; a psid pass that happens to fall between post and look may blur a round or two.
+ */
+static void tx_at_post_rounds(const char *setting, int want_sent)
+{
+    int got[2];
+    REQUIRE(pipe(got) == 0, "pipe");
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) { /* receiver: tell the sender each message came */
+        close(got[0]);
+        as_receiver();
+        PSP_Port *p = open_port(117);
+        ready_post(1);
+        for (int i = 0; i < HANDED_N; i++) {
+            uint8_t b[8];
+            PSP_Request r;
+            if (PSP_Receive(p, NULL, 0, b, sizeof b, NULL, NULL, &r) || write(got[1], "g", 1) != 1)
+                _exit(2);
+        }
+        PSP_ClosePort(p);
+        _exit(0);
+    }
+    close(got[1]);
+    setenv("PSP_TX_AT_POST", setting, 1);
+    uint16_t peer = as_sender();
+    struct pulc_hal *h = pulc_hal_self();
+    REQUIRE(!h->kernel, "attached through psid");
+    PSP_Port *p = open_port(PSP_ANYPORT);
+    ready_wait();
+    REQUIRE(send_retry(p, PSP_PORTID(peer, 117), NULL, 0, "first", 5) == 0, "first send");
+    char c;
+    REQUIRE(read(got[0], &c, 1) == 1, "first message received");
+    int sent = 0, idle = 0;
+    for (int i = 1; i < HANDED_N; i++) {
+        double t0 = now_ms();
+        while (!mcp_tx_idle(h->img, (unsigned)h->ctx, peer) && now_ms() - t0 < 2000)
+            CHECK_OK(PSP_Progress());
+        idle += mcp_tx_idle(h->img, (unsigned)h->ctx, peer);
+        PSP_Request r;
+        REQUIRE(PSP_ISend(p, PSP_PORTID(peer, 117), NULL, 0, "posted", 6, &r) == 0, "send %d", i);
+        sent += mcp_tx_waiting(h->img, (unsigned)h->ctx, peer) == 0;
+        CHECK_OK(PSP_Wait(&r, 5000));
+        REQUIRE(read(got[0], &c, 1) == 1, "message %d received", i);
+    }
+    CHECK_EQ_I64(idle, HANDED_N - 1); /* the receiver acknowledges while it polls */
+    if (want_sent)
+        CHECK(sent >= HANDED_N - 3, "%d of %d frames had left when PSP_ISend returned", sent,
+              HANDED_N - 1);
+    else
+        CHECK(sent <= 2, "%d of %d frames had left when PSP_ISend returned (PSP_TX_AT_POST=0)",
+              sent, HANDED_N - 1);
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
+TEST(a_send_between_nodes_to_an_idle_peer_leaves_at_its_post)
+{
+    if (!peer_is_remote())
+        SKIP("between nodes only");
+    const char *dev = getenv("PSP_DEVICE");
+    if (dev && *dev && strcmp(dev, "none"))
+        SKIP("the kernel provider rings its doorbell at every post");
+    tx_at_post_rounds("1", 1);
+}
+
+TEST(with_tx_at_post_off_a_send_between_nodes_waits_for_the_next_pass)
+{
+    if (!peer_is_remote())
+        SKIP("between nodes only");
+    const char *dev = getenv("PSP_DEVICE");
+    if (dev && *dev && strcmp(dev, "none"))
+        SKIP("the kernel provider rings its doorbell at every post");
+    tx_at_post_rounds("0", 0);
+}
+
 /* The pid of the psid listening at path (SO_PEERCRED of a connection to it), or -1. */
 static pid_t psid_pid(const char *path)
 {
