@@ -400,9 +400,10 @@ static void nic_nap(uint64_t ns, uint32_t kind)
  * (ACKs owed, frames for a computing client), and at once while a client sleeps until
  * something arrives.  Clients end a quiet nap when they leave frames behind a full window, and
  * any nap when they go to sleep (pulc_nic_nudge); frames a client posts during a quiet nap
- * without filling the window wait for its end (waking psid at every post would cost a
- * ping-pong a futex wake per message).  While it is the executor for sleepers or for frames
- * waiting to go out, it waits for the link's next frame (at most a tick: timers).
+ * without filling the window, and does not send at the post (PSP_TX_AT_POST), wait for its end
+ * (waking psid at every post would cost a ping-pong a futex wake per message).  While it is the
+ * executor for sleepers or for frames waiting to go out, it waits for the link's next frame (at
+ * most a tick: timers).
  */
 static void *nic_thread(void *arg)
 {

@@ -416,8 +416,8 @@ int pulc_send_start(struct pulc_proc *P, PSP_Port *port, unsigned proto, PSP_Por
  * User provider: a send to node dst completed with `posted` frames just posted; frames behind
  * the peer's window go out only as ACKs come back, and its sender may not call progress again
  * for a long time, so if psid's NIC thread naps long, wake it to run the firmware should we
- * stop.  (The frames the window lets go leave at our next pass, or psid's after
- * PSP_NIC_IDLE_US: sending them at every post cost osu_bw 5-15 % between nodes.)
+ * stop.  (Frames the window lets go leave at the post when remote_posted() sends them, else
+ * at our next pass, or psid's after PSP_NIC_IDLE_US.)
  */
 static void tx_handoff(struct pulc_proc *P, uint16_t dst, uint32_t posted)
 {
@@ -428,37 +428,44 @@ static void tx_handoff(struct pulc_proc *P, uint16_t dst, uint32_t posted)
 /*
  * A remote send is posted whole and completes now.  Kernel provider: ring the doorbell now
  * (the module's idle thread ticks only every 100 ms; an error here shows again at the next
- * progress pass's kick).  User provider: if the way to the node was idle before (nothing
- * queued, nothing unacknowledged: a ping-pong's turn, the first message after a pause), the
- * frames go out now, not at the caller's next pass: an MPI_Send returns and MPI_Recv
- * reaches its first pass only after CH3's matching and posting.  A stream, whose frames
- * are in flight, leaves them to the next pass as before (one sendmmsg for many).  Otherwise
- * tx_handoff().
+ * progress pass's kick).  User provider: at_post (see pulc_send_queue_remote) -> run the
+ * firmware's sending half now, if the NIC lock is free: what the window lets go leaves now,
+ * not at the caller's next pass (an MPI_Send returns, and MPI_Recv reaches its first pass
+ * only after CH3's matching and posting).  Then tx_handoff() for what is left.
  */
-static void remote_posted(struct pulc_proc *P, const PSP_Request *req, int was_idle)
+static void remote_posted(struct pulc_proc *P, const PSP_Request *req, int at_post)
 {
     uint16_t dst = PSP_PORTID_NODE(req->p_dest);
     if (P->h->kernel) {
         (void)pulc_hal_kick(P->h);
         return;
     }
-    if (was_idle && pulc_nic_send_try(P->node.area, &P->h->nic) > 0) {
+    if (at_post && pulc_nic_send_try(P->node.area, &P->h->nic) > 0) {
+        P->sent_at_post = 1;
         tx_handoff(P, dst, 0); /* taken: only what the window holds back is left */
         return;
     }
     tx_handoff(P, dst, req->p_msg);
 }
 
+/*
+ * Post a remote send (PSP_ISend, streams, rawdata) or queue it behind earlier ones.  It is
+ * sent at its post (PSP_TX_AT_POST, user provider) when the way to the node was idle before
+ * (nothing queued, nothing unacknowledged: a ping-pong's turn, or the first message after a
+ * pause once its last ACK was taken) and nothing was sent at a post since the last progress
+ * pass; otherwise it waits for that pass, so a stream, or a burst to many nodes, still goes
+ * out many frames to one sendmmsg (sending at every post cost osu_bw 5-15 %).
+ */
 void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req)
 {
     P->remote_ns = mcp_now_ns();
     P->nic_busy = 1;
     req->p_state = PULC_RQ_SEND_REMOTE;
     if (!P->rsend_head) {
-        int was_idle = P->tx_at_post && mcp_tx_idle(P->node.img, (unsigned)P->node.ctx,
-                                                    PSP_PORTID_NODE(req->p_dest));
+        int at_post = P->tx_at_post && !P->h->kernel && !P->sent_at_post &&
+                      mcp_tx_idle(P->node.img, (unsigned)P->node.ctx, PSP_PORTID_NODE(req->p_dest));
         if (post_remote(P, req)) {
-            remote_posted(P, req, was_idle);
+            remote_posted(P, req, at_post);
             rq_complete(req, 0);
             return;
         }
@@ -875,6 +882,7 @@ int pulc_progress(struct pulc_proc *P)
         P->nic_busy = now - P->remote_ns < PULC_NIC_BUSY_NS;
         nic_turn = P->nic_busy || now - P->nic_ns >= PULC_NIC_QUIET_NS;
     }
+    P->sent_at_post = 0; /* the next remote post may send at once again */
     if (nic_turn) {
         rc = pulc_hal_pass(h, 1);
         if (rc < 0)
@@ -1075,9 +1083,10 @@ int PSP_Send(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen
     if (rc)
         return rc;
     struct pulc_proc *P = &proc;
-    if (!P->h->kernel && PSP_PORTID_NODE(dest) != P->node.node_id && req_done(&r)) {
-        /* the caller may stop polling now: send what the window lets go, and have psid send
-         * the rest */
+    if (!P->h->kernel && PSP_PORTID_NODE(dest) != P->node.node_id && req_done(&r) &&
+        mcp_tx_waiting(P->node.img, (unsigned)P->node.ctx, PSP_PORTID_NODE(dest))) {
+        /* the caller may stop polling now: send what the window lets go (unless the post
+         * did), and have psid send the rest */
         (void)pulc_nic_send_try(P->node.area, &P->h->nic);
         tx_handoff(P, PSP_PORTID_NODE(dest), 0);
     }

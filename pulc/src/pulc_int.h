@@ -63,11 +63,12 @@ struct pulc_proc {
     uint32_t local_direct;                /* PSP_LOCAL_DIRECT */
     uint32_t ring_max;                    /* PSP_LOCAL_RING_MAX within what the rings take */
     int tx_at_post;                       /* PSP_TX_AT_POST */
-    uint64_t remote_ns;                   /* last time we sent to or received from another node */
-    uint64_t nic_ns;                      /* last time progress ran the NIC */
-    uint32_t calls;    /* progress calls (the clock is read every 32nd while quiet) */
-    int nic_busy;      /* inter-node traffic lately: run the NIC at every call */
-    unsigned raw_regs; /* rawdata registrations of this process */
+    int sent_at_post;   /* a remote post ran the firmware since the last progress call */
+    uint64_t remote_ns; /* last time we sent to or received from another node */
+    uint64_t nic_ns;    /* last time progress ran the NIC */
+    uint32_t calls;     /* progress calls (the clock is read every 32nd while quiet) */
+    int nic_busy;       /* inter-node traffic lately: run the NIC at every call */
+    unsigned raw_regs;  /* rawdata registrations of this process */
 };
 
 /* Request lists (a port's receives, the process's sends) and completion. */
