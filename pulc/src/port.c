@@ -429,11 +429,12 @@ static void tx_handoff(struct pulc_proc *P, uint16_t dst, uint32_t posted)
  * A remote send is posted whole and completes now.  Kernel provider: ring the doorbell now
  * (the module's idle thread ticks only every 100 ms; an error here shows again at the next
  * progress pass's kick).  User provider: at_post (see pulc_send_queue_remote) -> run the
- * firmware's sending half now, if the NIC lock is free: what the window lets go leaves now,
- * not at the caller's next pass (an MPI_Send returns, and MPI_Recv reaches its first pass
- * only after CH3's matching and posting).  Then tx_handoff() for what is left.
+ * firmware's sending half now (and note the time, `now`, for the next post's burst rule), if the
+ * NIC lock is free: what the window lets go leaves now, not at the caller's next pass (an MPI_Send
+ * returns, and MPI_Recv reaches its first pass only after CH3's matching and posting).  Then
+ * tx_handoff() for what is left.
  */
-static void remote_posted(struct pulc_proc *P, const PSP_Request *req, int at_post)
+static void remote_posted(struct pulc_proc *P, const PSP_Request *req, int at_post, uint64_t now)
 {
     uint16_t dst = PSP_PORTID_NODE(req->p_dest);
     if (P->h->kernel) {
@@ -441,7 +442,7 @@ static void remote_posted(struct pulc_proc *P, const PSP_Request *req, int at_po
         return;
     }
     if (at_post && pulc_nic_send_try(P->node.area, &P->h->nic) > 0) {
-        P->sent_at_post = 1;
+        P->at_post_ns = now;
         tx_handoff(P, dst, 0); /* taken: only what the window holds back is left */
         return;
     }
@@ -452,20 +453,24 @@ static void remote_posted(struct pulc_proc *P, const PSP_Request *req, int at_po
  * Post a remote send (PSP_ISend, streams, rawdata) or queue it behind earlier ones.  It is
  * sent at its post (PSP_TX_AT_POST, user provider) when the way to the node was idle before
  * (nothing queued, nothing unacknowledged: a ping-pong's turn, or the first message after a
- * pause once its last ACK was taken) and nothing was sent at a post since the last progress
- * pass; otherwise it waits for that pass, so a stream, or a burst to many nodes, still goes
- * out many frames to one sendmmsg (sending at every post cost osu_bw 5-15 %).
+ * pause once its last ACK was taken) and no post sent at once within PULC_AT_POST_BURST_NS
+ * with no progress pass since; otherwise it waits for that pass, so a stream, or a
+ * burst to many nodes, still goes out many frames to one sendmmsg (sending at every post cost
+ * osu_bw 5-15 %).  The time bound matters where sends come without progress between them
+ * (MPI_Send, computation, MPI_Send): each of those is a burst of its own.
  */
 void pulc_send_queue_remote(struct pulc_proc *P, PSP_Request *req)
 {
-    P->remote_ns = mcp_now_ns();
+    uint64_t now = mcp_now_ns();
+    P->remote_ns = now;
     P->nic_busy = 1;
     req->p_state = PULC_RQ_SEND_REMOTE;
     if (!P->rsend_head) {
-        int at_post = P->tx_at_post && !P->h->kernel && !P->sent_at_post &&
+        int burst = P->at_post_ns && now - P->at_post_ns < PULC_AT_POST_BURST_NS;
+        int at_post = P->tx_at_post && !P->h->kernel && !burst &&
                       mcp_tx_idle(P->node.img, (unsigned)P->node.ctx, PSP_PORTID_NODE(req->p_dest));
         if (post_remote(P, req)) {
-            remote_posted(P, req, at_post);
+            remote_posted(P, req, at_post, now);
             rq_complete(req, 0);
             return;
         }
@@ -882,7 +887,7 @@ int pulc_progress(struct pulc_proc *P)
         P->nic_busy = now - P->remote_ns < PULC_NIC_BUSY_NS;
         nic_turn = P->nic_busy || now - P->nic_ns >= PULC_NIC_QUIET_NS;
     }
-    P->sent_at_post = 0; /* the next remote post may send at once again */
+    P->at_post_ns = 0; /* the next remote post may send at once again */
     if (nic_turn) {
         rc = pulc_hal_pass(h, 1);
         if (rc < 0)

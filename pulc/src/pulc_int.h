@@ -17,6 +17,10 @@
  * at most every PULC_NIC_QUIET_NS (port.c). */
 #define PULC_NIC_BUSY_NS  5000000ull
 #define PULC_NIC_QUIET_NS 20000ull
+/* A remote post within PULC_AT_POST_BURST_NS of one that sent at once belongs to the same burst
+ * and waits for the next pass (port.c, pulc_send_queue_remote): posts of a burst come a
+ * microsecond or so apart, a send after a pause without progress comes much later. */
+#define PULC_AT_POST_BURST_NS 20000ull
 
 /* Request states (p_state); 0 is complete so a zeroed request counts as complete. */
 enum pulc_rq_state {
@@ -63,12 +67,12 @@ struct pulc_proc {
     uint32_t local_direct;                /* PSP_LOCAL_DIRECT */
     uint32_t ring_max;                    /* PSP_LOCAL_RING_MAX within what the rings take */
     int tx_at_post;                       /* PSP_TX_AT_POST */
-    int sent_at_post;   /* a remote post ran the firmware since the last progress call */
-    uint64_t remote_ns; /* last time we sent to or received from another node */
-    uint64_t nic_ns;    /* last time progress ran the NIC */
-    uint32_t calls;     /* progress calls (the clock is read every 32nd while quiet) */
-    int nic_busy;       /* inter-node traffic lately: run the NIC at every call */
-    unsigned raw_regs;  /* rawdata registrations of this process */
+    uint64_t at_post_ns; /* when a remote post last ran the firmware; 0 after a progress pass */
+    uint64_t remote_ns;  /* last time we sent to or received from another node */
+    uint64_t nic_ns;     /* last time progress ran the NIC */
+    uint32_t calls;      /* progress calls (the clock is read every 32nd while quiet) */
+    int nic_busy;        /* inter-node traffic lately: run the NIC at every call */
+    unsigned raw_regs;   /* rawdata registrations of this process */
 };
 
 /* Request lists (a port's receives, the process's sends) and completion. */
