@@ -65,7 +65,7 @@ static const struct psp_setting table[] = {
     {"PSP_YIELD_US",         "2000",   "pulc", "waiting: then poll and yield this long before sleeping"},
     {"PSP_LOCAL_DIRECT",     "32768",  "pulc", "local messages above this size are copied once by the receiver"},
     {"PSP_LOCAL_RING_MAX",   "4096",   "pulc", "local messages with this many bytes or fewer (extra header included) pass a lock-free ring (0: never)"},
-    {"PSP_TX_AT_POST",       "1",      "pulc", "psid's NIC: a send to another node whose way is idle (nothing queued or unacknowledged) leaves at its post if the NIC is free and no other post did since the last progress pass (0: at the next pass)"},
+    {"PSP_TX_AT_POST",       "1",      "pulc", "psid's NIC: a send to another node whose way is idle (nothing queued or unacknowledged) leaves at its post if the NIC is free and no other post did in the last 20 us with no progress pass since (0: at the next pass)"},
     {"PSP_PARTITION",        "",       "pulc", "nodes a job may use (ids, 0-2, hosts, IPs, n[1-4]); empty = PSP_HOSTFILE, Slurm, PBS"},
     {"PSP_HOSTFILE",         "",       "pulc", "partition file, one host per line; empty = SLURM_JOB_NODELIST, then PBS_NODEFILE"},
 

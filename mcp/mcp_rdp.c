@@ -33,6 +33,8 @@ struct pass {
     uint64_t now;
     int work;
     int hostq_full_seen; /* hostq_full counts passes, not attempts */
+    int rx_done;         /* the pass has taken what the link held: timers may fire */
+    int timers_waiting;  /* a timer came due before that: run the peers after receiving */
 };
 
 #define US(x) ((uint64_t)(x)*1000u)
@@ -368,21 +370,37 @@ static void go_back_n(struct pass *p, struct mcp_conn *c, uint8_t seq)
     MCP_STORE(c->gbn_ns, p->now);
 }
 
+/*
+ * Whether a peer's due timer (dead peer, retransmission, SYN) may fire in this pass: not
+ * before the pass has taken the frames that wait on the link.  The ACKs of a whole window may
+ * sit there because nobody ran the firmware for longer than the timeout (a sender copying a
+ * large message into its send slots, psid napping while its clients poll); firing first
+ * retransmitted that window for nothing.  Otherwise the pass runs the peers again after its
+ * receive half (mcp_poll).
+ */
+static int timers_may_fire(struct pass *p)
+{
+    if (p->rx_done || !lanai_pending(p->nic->link))
+        return 1;
+    p->timers_waiting = 1;
+    return 0;
+}
+
 /* Timers of one peer: retransmission timeout, SYN resend, dead peer. */
 static void peer_timers(struct pass *p, uint16_t node, struct mcp_conn *c)
 {
     const struct mcp_config *cfg = &p->img->cfg;
+    uint64_t since = c->last_rx_ns > c->wait_since_ns ? c->last_rx_ns : c->wait_since_ns;
+    int dead_due = has_pending_send(c) && p->now - since > MS(cfg->peer_timeout_ms);
+    int rto_due = c->rto_deadline && p->now >= c->rto_deadline;
 
-    if (has_pending_send(c)) {
-        uint64_t since = c->last_rx_ns > c->wait_since_ns ? c->last_rx_ns : c->wait_since_ns;
-        if (p->now - since > MS(cfg->peer_timeout_ms)) {
-            p->cnt->peers_dead++;
-            conn_reset(p, c, -ETIMEDOUT);
-            return;
-        }
-    }
-    if (!c->rto_deadline || p->now < c->rto_deadline)
+    if (!(dead_due || rto_due) || !timers_may_fire(p))
         return;
+    if (dead_due) {
+        p->cnt->peers_dead++;
+        conn_reset(p, c, -ETIMEDOUT);
+        return;
+    }
     if (c->state == MCP_CONN_OPEN && !c->confirmed && has_pending_send(c)) {
         send_syn(p, node, c, MCP_FT_SYN);
     } else if (c->confirmed && c->snd_una != c->snd_nxt) {
@@ -934,7 +952,7 @@ static void transmit(struct pass *p)
 
 int mcp_poll_send(struct mcp_nic *nic, uint64_t now_ns)
 {
-    struct pass p = {nic, nic->img, &nic->img->counters, now_ns, 0, 0};
+    struct pass p = {.nic = nic, .img = nic->img, .cnt = &nic->img->counters, .now = now_ns};
 
     transmit(&p);
     return p.work;
@@ -943,14 +961,15 @@ int mcp_poll_send(struct mcp_nic *nic, uint64_t now_ns)
 int mcp_poll(struct mcp_nic *nic, uint64_t now_ns)
 {
     struct mcp_image *img = nic->img;
-    struct pass p = {nic, img, &img->counters, now_ns, 0, 0};
+    struct pass p = {.nic = nic, .img = img, .cnt = &img->counters, .now = now_ns};
 
     transmit(&p);
 
     int before = p.work;
     receive(&p);
+    p.rx_done = 1;
     deliver(&p);
-    if (p.work != before) {
+    if (p.work != before || p.timers_waiting) {
         run_peers(&p);
         flush(&p);
     }

@@ -321,6 +321,42 @@ out:
     fx_fini(&f);
 }
 
+/*
+ * Nobody ran the firmware for longer than the retransmission timeout, and the peer's ACK for
+ * the whole window came meanwhile: the next pass takes the ACK before it looks at the timer,
+ * so nothing is retransmitted (it used to fire first and resend the window for nothing).
+ */
+TEST(ack_waiting_on_the_link_is_taken_before_the_retransmission_timer_fires)
+{
+    struct mcp_config c;
+    struct fx f;
+    cfg_default(&c);
+    if (!fx_init(&f, &c, 0) || !dut_open(&f, 4))
+        goto out;
+    inject_ctrl(&f, MCP_FT_ACK, PCID, f.lcid, 0, (uint8_t)(f.liss + 4), MCP_FLAG_ACK);
+    step(&f, 3ull * c.rto_us * US); /* the first pass after three timeouts' time */
+    CHECK_SILENT(&f);
+    COUNTERS(&f, "rx_frames=1 rx_ack=1");
+    CHECK_EQ_U64(mcp_send_busy(f.img, (unsigned)f.ctx), 0);
+    /* the timer still fires when the ACK does not come */
+    post_sends(&f, 4, 1);
+    step(&f, US);
+    struct frame fr[4];
+    int n = take_frames(&f, fr, 4);
+    if (CHECK(n == 1, "%d frames after a new send", n))
+        DATA_IS(&f, fr[0], 4, (uint8_t)(f.liss + 4));
+    n = 0; /* the timeout follows the round trip measured above, at most rto_max_us */
+    for (uint64_t waited = 0; n == 0 && waited <= 2ull * c.rto_max_us; waited += 100) {
+        step(&f, 100 * US);
+        n = take_frames(&f, fr, 4);
+    }
+    if (CHECK(n == 1, "%d frames when the timer fired", n))
+        DATA_IS(&f, fr[0], 4, (uint8_t)(f.liss + 4));
+    CHECK_EQ_U64(f.img->counters.timeouts, 1);
+out:
+    fx_fini(&f);
+}
+
 TEST(dead_peer_in_cluster_link_closed)
 {
     /* node 2 of three never comes up (no link): sends to it fail, the others are unaffected */
