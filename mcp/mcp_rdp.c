@@ -34,7 +34,9 @@ struct pass {
     int work;
     int hostq_full_seen; /* hostq_full counts passes, not attempts */
     int rx_done;         /* the pass has taken what the link held: timers may fire */
-    int timers_waiting;  /* a timer came due before that: run the peers after receiving */
+    int link_looked;     /* timers_may_fire asked the link once (a look may cost, or count) */
+    int timers_waiting;  /* a timer came due before that with frames waiting: run the peers
+                          * again after receiving */
 };
 
 #define US(x) ((uint64_t)(x)*1000u)
@@ -380,10 +382,13 @@ static void go_back_n(struct pass *p, struct mcp_conn *c, uint8_t seq)
  */
 static int timers_may_fire(struct pass *p)
 {
-    if (p->rx_done || !lanai_pending(p->nic->link))
+    if (p->rx_done)
         return 1;
-    p->timers_waiting = 1;
-    return 0;
+    if (!p->link_looked) { /* once per pass, however many peers are due */
+        p->link_looked = 1;
+        p->timers_waiting = lanai_pending(p->nic->link);
+    }
+    return !p->timers_waiting;
 }
 
 /* Timers of one peer: retransmission timeout, SYN resend, dead peer. */
