@@ -15,6 +15,8 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -1233,6 +1235,75 @@ TEST(rawdata_writes_land_in_the_registered_buffer)
     CHECK_EQ_I64(PSP_RawUnregister(p, &h), -ENOENT);
     free(buf);
     PSP_ClosePort(p);
+}
+
+/* Bytes of this process's mapping that contains addr, as /proc/self/smaps counts them (Rss:
+ * pages mapped in this process), or -1. */
+static long long rss_of_mapping(const void *addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0;
+    long long rss = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        long long kb;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+        else if (in && sscanf(line, "Rss: %lld kB", &kb) == 1) {
+            rss = kb * 1024;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    return rss;
+}
+
+/* PSP_PREFAULT: at attach a process maps the NIC image's pages it will use (the firmware's
+ * tables, its own send frames, the receive frames, the host queue), so its first large
+ * messages do not pay a page's first touch each; with 0 it maps them as it touches them. */
+static void prefault_rss(const char *setting, long long *rss, long long *wanted)
+{
+    int out[2];
+    REQUIRE(pipe(out) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("PSP_PREFAULT", setting, 1);
+        as_sender();
+        struct pulc_hal *h = pulc_hal_self();
+        if (h->kernel)
+            _exit(4);
+        long long frames = (long long)h->img->cfg.send_slots * h->img->frame_stride;
+        long long r[2] = {rss_of_mapping(h->img),
+                          frames + (long long)(h->img_size - h->img->off_recv_frames)};
+        _exit(write(out[1], r, sizeof r) == (ssize_t)sizeof r ? 0 : 2);
+    }
+    close(out[1]);
+    long long r[2] = {-1, -1};
+    REQUIRE(read(out[0], r, sizeof r) == (ssize_t)sizeof r, "the child's figures");
+    close(out[0]);
+    CHECK_EQ_I64(reap(pid), 0);
+    *rss = r[0];
+    *wanted = r[1];
+}
+
+TEST(prefault_maps_the_image_pages_a_process_will_use_when_it_attaches)
+{
+    const char *dev = getenv("PSP_DEVICE");
+    if (dev && *dev && strcmp(dev, "none"))
+        SKIP("the kernel provider's image is the module's memory");
+    long long wanted = 0, wanted0 = 0, on = -1, off = -1;
+    prefault_rss("1", &on, &wanted);
+    prefault_rss("0", &off, &wanted0);
+    CHECK(wanted > 0 && wanted == wanted0, "the image's used part: %lld and %lld bytes", wanted,
+          wanted0);
+    CHECK(on >= wanted,
+          "with PSP_PREFAULT=1 %lld bytes of the image mapped after attach, want "
+          "at least %lld",
+          on, wanted);
+    CHECK(off >= 0 && off < wanted / 2,
+          "with PSP_PREFAULT=0 %lld bytes of the image mapped after attach (of %lld)", off, wanted);
 }
 
 TEST_MAIN()
