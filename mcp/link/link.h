@@ -30,6 +30,8 @@ struct mcp_link_params {
                                       (mcp_link_ring_fd), or -1; owned as fd is */
     int no_ring;                   /* udp, without fd: 1 = read the UDP socket, no ring (a
                                       link that is waited on with poll on its socket) */
+    int prefault;                  /* with fd: touch every page of the adopted receive ring
+                                      now (pkt_ring_prefault), not on the first lap */
 };
 
 /*

@@ -388,6 +388,8 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
      * no frame waits in the socket queue */
     if (adopted) {
         rc = pkt_ring_adopt(&e->ring, fd, (uint32_t)mtu, ETH_RING_BYTES);
+        if (rc > 0 && p->prefault)
+            pkt_ring_prefault(&e->ring);
         if (rc < 0) {
             psp_set_err(err, errlen,
                         "eth link: cannot map the receive ring of the socket handed over: %s (did "

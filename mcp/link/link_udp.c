@@ -620,6 +620,8 @@ static int setup_ring(struct udp_link *u, const struct mcp_link_params *p, char 
         if (p->ring_fd < 0)
             return 0;
         int rc = udp_ring_adopt(&u->ring, p->ring_fd);
+        if (!rc && p->prefault)
+            pkt_ring_prefault(&u->ring.ring);
         if (rc)
             psp_set_err(err, errlen,
                         "descriptor %d is not the receive ring of a udp link (%s): psid and this "

@@ -51,6 +51,15 @@ int pkt_ring_create(struct pkt_ring *r, int fd, uint32_t max_net, uint32_t bytes
 int pkt_ring_adopt(struct pkt_ring *r, int fd, uint32_t max_net, uint32_t bytes);
 
 /* Unmap the ring (the socket keeps it until it is closed). */
+/*
+ * Touch every page of r's mapping (a read) and every frame's status word (a write that
+ * changes nothing), so that this process's first lap of the ring does not pay a first touch
+ * per page: the kernel maps a ring's pages at mmap, but a hypervisor that keeps its own page
+ * tables may fill them only at a touch.  For a process that adopted the ring from psid (psid's
+ * own laps warmed its mapping long ago).  Nothing when r has no ring.
+ */
+void pkt_ring_prefault(const struct pkt_ring *r);
+
 void pkt_ring_unmap(struct pkt_ring *r);
 
 /* 1 when a frame waits to be read, else 0: one load, no system call. */

@@ -34,15 +34,16 @@ static void close_fds(int *fds, int n)
 }
 
 /* Maps now, in this process, the parts of the NIC image it will touch: the firmware's tables,
- * its own context's send frames, the receive frames and the host queue (not the other contexts'
- * send frames).  Why: on this machine a page's first touch by a process costs about 8 us, and
- * a process touches some 3000 image pages as its first large messages pass, so each process's
- * first ten to twenty-five large messages ran 2-5x slower (a 128 KiB MPI_Bcast between nodes
- * took 1.0-1.5 ms for its first 8 iterations, 0.2 ms after).  With MADV_POPULATE_WRITE (Linux
- * 5.14) the cost moves to the attach; where the kernel lacks it, nothing changes. */
+ * its own context's send frames, the receive frames and the host queue.  Why: a page's first
+ * touch by a process is a fault (on this VM about 8 us), and a process touches thousands of
+ * image pages as its first large messages pass, so those messages ran several times slower
+ * than later ones (pulc/README.md, "Prefault").  Left out: the other contexts' send frames
+ * (64 contexts of 2 MB with the defaults), which this process touches only when its firmware
+ * pass sends for a neighbour on the same node.  MADV_POPULATE_WRITE (Linux 5.14) maps a range
+ * in one call; the read of each page maps what it did not (an older kernel or C library) and,
+ * under a hypervisor that fills its own page tables lazily, makes it do so now. */
 static void prefault_image(struct pulc_hal *h)
 {
-#ifdef MADV_POPULATE_WRITE
     const struct mcp_image *img = h->img;
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     size_t frames = (size_t)img->cfg.send_slots * img->frame_stride;
@@ -53,14 +54,16 @@ static void prefault_image(struct pulc_hal *h)
         size_t from = range[i][0] / pg * pg, to = (range[i][1] + pg - 1) / pg * pg;
         if (to > h->img_size)
             to = h->img_size;
-        if (to > from && madvise((uint8_t *)h->img + from, to - from, MADV_POPULATE_WRITE) != 0)
+        if (to <= from)
+            continue;
+        uint8_t *base = (uint8_t *)h->img;
+#ifdef MADV_POPULATE_WRITE
+        if (madvise(base + from, to - from, MADV_POPULATE_WRITE) != 0)
             PSP_DEBUG_LOG("prefault of NIC image bytes %zu-%zu: %s", from, to, strerror(errno));
-        for (size_t o = from; o < to; o += pg) /* a VM may map a page for us only at a touch */
-            (void)*(volatile const uint8_t *)((const uint8_t *)h->img + o);
-    }
-#else
-    (void)h;
 #endif
+        for (size_t o = from; o < to; o += pg) /* other processes write there: a relaxed load */
+            (void)__atomic_load_n(base + o, __ATOMIC_RELAXED);
+    }
 }
 
 int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, char *err,
@@ -141,6 +144,7 @@ int pulc_hal_attach(struct pulc_hal *h, const char *sock_path, uint32_t abi, cha
     lp.ifname = h->area->link_if[0] ? h->area->link_if : NULL;
     lp.fd = fds[1];
     lp.ring_fd = fds[3];
+    lp.prefault = (int)prefault;
     /* psid's fault injection applies to every executor; a generator of its own per context. */
     lp.fault = h->area->fault;
     lp.fault.seed ^= 0x9e3779b97f4a7c15ull * (uint64_t)(h->ctx + 1);

@@ -29,6 +29,7 @@
 #include "harness.h"
 #include "lring.h"
 #include "pulc.h"
+#include "psk_dev.h"
 #include "pulc_test_roles.h"
 #include "settings.h"
 
@@ -1260,10 +1261,10 @@ static long long rss_of_mapping(const void *addr)
     return rss;
 }
 
-/* PSP_PREFAULT: at attach a process maps the NIC image's pages it will use (the firmware's
- * tables, its own send frames, the receive frames, the host queue), so its first large
- * messages do not pay a page's first touch each; with 0 it maps them as it touches them. */
-static void prefault_rss(const char *setting, long long *rss, long long *wanted)
+/* Forks a process that attaches with PSP_PREFAULT=setting and reports, right after its attach:
+ * *rss, the bytes of the NIC image it has mapped; *tables, the image's bytes before the send
+ * frames; *wanted, the bytes of its own send frames, the receive frames and the host queue. */
+static void prefault_rss(const char *setting, long long *rss, long long *tables, long long *wanted)
 {
     int out[2];
     REQUIRE(pipe(out) == 0, "pipe");
@@ -1275,35 +1276,47 @@ static void prefault_rss(const char *setting, long long *rss, long long *wanted)
         if (h->kernel)
             _exit(4);
         long long frames = (long long)h->img->cfg.send_slots * h->img->frame_stride;
-        long long r[2] = {rss_of_mapping(h->img),
+        long long r[3] = {rss_of_mapping(h->img), (long long)h->img->off_send_frames,
                           frames + (long long)(h->img_size - h->img->off_recv_frames)};
         _exit(write(out[1], r, sizeof r) == (ssize_t)sizeof r ? 0 : 2);
     }
     close(out[1]);
-    long long r[2] = {-1, -1};
-    REQUIRE(read(out[0], r, sizeof r) == (ssize_t)sizeof r, "the child's figures");
+    long long r[3] = {-1, -1, -1};
+    ssize_t got = read(out[0], r, sizeof r);
     close(out[0]);
     CHECK_EQ_I64(reap(pid), 0);
+    REQUIRE(got == (ssize_t)sizeof r, "the child's figures");
     *rss = r[0];
-    *wanted = r[1];
+    *tables = r[1];
+    *wanted = r[2];
 }
 
+/* PSP_PREFAULT: at attach a process maps the NIC image's pages it will use (the firmware's
+ * tables, its own send frames, the receive frames, the host queue) and no others, so its first
+ * large messages do not pay a page's first touch each; with 0 it maps them as it touches them. */
 TEST(prefault_maps_the_image_pages_a_process_will_use_when_it_attaches)
 {
-    const char *dev = getenv("PSP_DEVICE");
-    if (dev && *dev && strcmp(dev, "none"))
+    if (pulc_dev_path())
         SKIP("the kernel provider's image is the module's memory");
-    long long wanted = 0, wanted0 = 0, on = -1, off = -1;
-    prefault_rss("1", &on, &wanted);
-    prefault_rss("0", &off, &wanted0);
-    CHECK(wanted > 0 && wanted == wanted0, "the image's used part: %lld and %lld bytes", wanted,
-          wanted0);
+    long long on = -1, off = -1, tables = 0, tables0 = 0, wanted = 0, wanted0 = 0;
+    prefault_rss("1", &on, &tables, &wanted);
+    prefault_rss("0", &off, &tables0, &wanted0);
+    long long slack = 3 * (long long)sysconf(_SC_PAGESIZE); /* each range rounded to pages */
+    CHECK(wanted > 0 && wanted == wanted0 && tables == tables0,
+          "the image's parts: frames %lld and %lld, tables %lld and %lld bytes", wanted, wanted0,
+          tables, tables0);
     CHECK(on >= wanted,
           "with PSP_PREFAULT=1 %lld bytes of the image mapped after attach, want "
-          "at least %lld",
+          "at least the %lld of the frames it uses",
           on, wanted);
-    CHECK(off >= 0 && off < wanted / 2,
-          "with PSP_PREFAULT=0 %lld bytes of the image mapped after attach (of %lld)", off, wanted);
+    CHECK(on <= tables + wanted + slack,
+          "with PSP_PREFAULT=1 %lld bytes of the image mapped after attach, more than its tables "
+          "and the frames it uses (%lld)",
+          on, tables + wanted);
+    CHECK(off >= 0 && off <= tables + wanted / 2,
+          "with PSP_PREFAULT=0 %lld bytes of the image mapped after attach (tables %lld, frames "
+          "%lld)",
+          off, tables, wanted);
 }
 
 TEST_MAIN()
