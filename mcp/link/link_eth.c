@@ -388,8 +388,6 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
      * no frame waits in the socket queue */
     if (adopted) {
         rc = pkt_ring_adopt(&e->ring, fd, (uint32_t)mtu, ETH_RING_BYTES);
-        if (rc > 0 && p->prefault)
-            pkt_ring_prefault(&e->ring);
         if (rc < 0) {
             psp_set_err(err, errlen,
                         "eth link: cannot map the receive ring of the socket handed over: %s (did "
@@ -397,6 +395,8 @@ struct lanai_link *mcp_link_eth_open(const struct mcp_link_params *p, char *err,
                         strerror(-rc), e->ifname);
             goto fail;
         }
+        if (rc > 0 && p->prefault)
+            pkt_ring_prefault(&e->ring);
     } else {
         uint64_t want = 1;
         if (psp_setting_u64("PSP_ETH_RING", 0, 1, &want, err, errlen))

@@ -110,15 +110,18 @@ void pkt_ring_prefault(const struct pkt_ring *r)
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     for (size_t o = 0; o < r->map_len; o += pg) /* the kernel writes there: a relaxed load */
         (void)__atomic_load_n(r->map + o, __ATOMIC_RELAXED);
-    /* A reader writes each frame's status when it gives the frame back; a page first read and
-     * later written costs a second trap under a hypervisor, so write now: an atomic OR of 0
-     * changes nothing, even while the kernel fills that frame. */
+    /* A reader writes each frame's status when it gives the frame back, and the shared read
+     * position; a page first read and later written costs a second trap under a hypervisor,
+     * so write now: an atomic OR of 0 changes nothing, even while the kernel or another reader
+     * stores there.  Volatile, or a compiler may drop an RMW whose result nobody uses. */
     for (uint32_t i = 0; i < r->frame_nr; i++) {
         uint8_t *f = r->map + (size_t)(i / r->per_block) * r->block_size +
                      (size_t)(i % r->per_block) * r->frame_size;
-        (void)__atomic_fetch_or(&((struct tpacket2_hdr *)(void *)f)->tp_status, 0u,
-                                __ATOMIC_RELAXED);
+        volatile uint32_t *status = &((struct tpacket2_hdr *)(void *)f)->tp_status;
+        (void)__atomic_fetch_or(status, 0u, __ATOMIC_RELAXED);
     }
+    if (r->tail)
+        (void)__atomic_fetch_or((volatile uint32_t *)r->tail, 0u, __ATOMIC_RELAXED);
 }
 
 void pkt_ring_unmap(struct pkt_ring *r)

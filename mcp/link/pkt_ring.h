@@ -50,7 +50,6 @@ int pkt_ring_create(struct pkt_ring *r, int fd, uint32_t max_net, uint32_t bytes
  */
 int pkt_ring_adopt(struct pkt_ring *r, int fd, uint32_t max_net, uint32_t bytes);
 
-/* Unmap the ring (the socket keeps it until it is closed). */
 /*
  * Touch every page of r's mapping (a read) and every frame's status word (a write that
  * changes nothing), so that this process's first lap of the ring does not pay a first touch
@@ -60,6 +59,7 @@ int pkt_ring_adopt(struct pkt_ring *r, int fd, uint32_t max_net, uint32_t bytes)
  */
 void pkt_ring_prefault(const struct pkt_ring *r);
 
+/* Unmap the ring (the socket keeps it until it is closed). */
 void pkt_ring_unmap(struct pkt_ring *r);
 
 /* 1 when a frame waits to be read, else 0: one load, no system call. */

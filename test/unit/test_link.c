@@ -1082,6 +1082,69 @@ TEST(udp_direct_reads_mixed_batch)
     free(r);
 }
 
+/* A process that adopts a udp link's socket and receive ring from another (as a client does
+ * from psid) and prefaults the ring (PSP_PREFAULT: every page read, every frame's status
+ * written with an OR of 0) must not disturb frames already waiting there: the adopter reads
+ * them all, whole and in order, and the ring's owner then finds none left. */
+TEST(udp_ring_prefault_keeps_waiting_frames)
+{
+    int tmp[2];
+    uint16_t port[2];
+    for (int i = 0; i < 2; i++)
+        REQUIRE((tmp[i] = bound_socket(&port[i])) >= 0, "a free port");
+    char text[256], err[256] = "";
+    snprintf(text, sizeof text, "0 127.0.0.1:%u\n1 127.0.0.1:%u\n", port[0], port[1]);
+    static struct psp_nodes nodes;
+    REQUIRE(psp_nodes_parse(text, 0, &nodes, err, sizeof err) == 0, "nodes: %s", err);
+    close(tmp[1]); /* node 1's link binds the port itself, with a receive ring */
+    struct mcp_link_params p = {0};
+    p.nodes = &nodes;
+    p.node = 0;
+    p.fd = tmp[0];
+    p.ring_fd = -1;
+    struct lanai_link *a = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(a, "open node 0: %s", err);
+    p.node = 1;
+    p.fd = -1;
+    struct lanai_link *b = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(b, "open node 1: %s", err);
+    if (mcp_link_ring_fd(b) < 0) {
+        lanai_close(a);
+        lanai_close(b);
+        SKIP("no receive ring (needs CAP_NET_RAW)");
+    }
+    static uint8_t frames[40][SIM_MAXF];
+    for (uint32_t i = 0; i < 40; i++) {
+        uint32_t len = i % 2 ? 32 + i * 50 : SIM_MAXF - i;
+        make_frame(frames[i], len, MCP_FT_DATA, i);
+        CHECK_OK(lanai_tx(a, 1, frames[i], len));
+        if (i % 8 == 7)
+            CHECK_EQ_I64(lanai_flush(a), 8);
+    }
+    usleep(50000); /* all 40 in b's ring, none read */
+    p.fd = dup(mcp_link_fd(b));
+    p.ring_fd = dup(mcp_link_ring_fd(b));
+    p.prefault = 1;
+    struct lanai_link *c = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(c, "adopt node 1's socket and ring: %s", err);
+    CHECK(mcp_link_has_ring(c), "the adopter reads the ring");
+    struct rxbufs *r = rxbufs_new();
+    int got = 0;
+    CHECK_OK(rx_until(c, r, SIM_MAXF, 40, &got));
+    CHECK_EQ_I64(got, 40);
+    for (int i = 0; i < got; i++) {
+        uint32_t len = i % 2 ? 32 + (uint32_t)i * 50 : SIM_MAXF - (uint32_t)i;
+        CHECK(r->lens[i] == len && frame_no(r->mem[i]) == (uint32_t)i &&
+                  frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, (uint32_t)i),
+              "frame %d: %u bytes, no %u", i, r->lens[i], frame_no(r->mem[i]));
+    }
+    CHECK_EQ_I64(lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64), 0);
+    lanai_close(c);
+    lanai_close(b);
+    lanai_close(a);
+    free(r);
+}
+
 TEST(udp_refused_frames_counted)
 {
     static struct udp_pair u;
