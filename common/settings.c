@@ -31,11 +31,11 @@ static const struct psp_setting table[] = {
     {"PSP_LINK_SEED",        "1",      "link", "seed of the fault injection"},
 
     /* mcp (the firmware) */
-    {"PSP_WINDOW",           "8",      "mcp",  "RDP send window per peer, packets (1..64)"},
+    {"PSP_WINDOW",           "auto",   "mcp",  "RDP send window per peer, frames (1..64); auto: 8, more for small frames so it holds 96 KiB (64 on eth at MTU 1500)"},
     {"PSP_FRAME_SIZE",       "65503",  "mcp",  "payload bytes per NIC frame (capped to what one link write carries: 64384 on udp at MTU 1500)"},
     {"PSP_CONTEXTS",         "64",     "mcp",  "NIC contexts (attached processes)"},
-    {"PSP_SEND_SLOTS",       "32",     "mcp",  "send slots per context"},
-    {"PSP_RECV_SLOTS",       "128",    "mcp",  "NIC receive slots"},
+    {"PSP_SEND_SLOTS",       "auto",   "mcp",  "send slots per context; auto: 2 windows, at least 32"},
+    {"PSP_RECV_SLOTS",       "auto",   "mcp",  "NIC receive slots; auto: 4 windows, at least 128"},
     {"PSP_HOSTQ_SLOTS",      "32",     "mcp",  "host receive queue slots (few: a small ring stays in cache)"},
     {"PSP_MAX_NODES",        "256",    "mcp",  "largest number of nodes in the cluster"},
     {"PSP_RTO_US",           "2000",   "mcp",  "least retransmission timeout (above it the timeout follows the measured round trip)"},

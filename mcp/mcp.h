@@ -34,6 +34,24 @@ struct mcp_nic {
 /* Fill c with the defaults (window 8, 4096-byte slots, ...) for node `node`. */
 void mcp_config_default(struct mcp_config *c, uint16_t node);
 
+/* Which counts mcp_config_autosize() may choose (the others are the caller's). */
+#define MCP_AUTO_WINDOW     1u
+#define MCP_AUTO_SEND_SLOTS 2u
+#define MCP_AUTO_RECV_SLOTS 4u
+#define MCP_AUTO_ALL        7u
+
+/* Bytes a send window holds at least when its size is left to the firmware: a window of 8
+ * frames of 1468 bytes (eth, MTU 1500) does not cover a loaded round trip (mcp/PROTOCOL.md). */
+#define MCP_AUTO_WINDOW_BYTES (96u * 1024u)
+
+/*
+ * Size the counts named in `which` for c->slot_size: the window holds MCP_AUTO_WINDOW_BYTES
+ * (8 .. MCP_MAX_WINDOW frames: 8 for 64 KiB udp frames, 64 for eth at MTU 1500), a context
+ * has two windows of send slots (at least 32), the NIC four windows of receive slots (at
+ * least 128).  Call once slot_size is final.
+ */
+void mcp_config_autosize(struct mcp_config *c, unsigned which);
+
 /* Check a configuration; returns 0 or -EINVAL and, if why != NULL, a static reason. */
 int mcp_config_check(const struct mcp_config *c, const char **why);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -14,6 +15,18 @@ uint64_t mcp_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The mcp_config_autosize() bit of a setting that may say "auto", else 0. */
+static unsigned auto_bit(const char *name)
+{
+    if (strcmp(name, "PSP_WINDOW") == 0)
+        return MCP_AUTO_WINDOW;
+    if (strcmp(name, "PSP_SEND_SLOTS") == 0)
+        return MCP_AUTO_SEND_SLOTS;
+    if (strcmp(name, "PSP_RECV_SLOTS") == 0)
+        return MCP_AUTO_RECV_SLOTS;
+    return 0;
 }
 
 int mcp_config_from_settings(struct mcp_config *c, uint16_t node, uint32_t max_frame, char *err,
@@ -40,10 +53,16 @@ int mcp_config_from_settings(struct mcp_config *c, uint16_t node, uint32_t max_f
         {"PSP_PEER_TIMEOUT_MS", 1, 86400000, offsetof(struct mcp_config, peer_timeout_ms), 32},
     };
     const char *why;
+    unsigned autosize = 0;
 
     mcp_config_default(c, node);
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         uint64_t v;
+        unsigned bit = auto_bit(rows[i].name);
+        if (bit && strcmp(psp_setting_str(rows[i].name), "auto") == 0) {
+            autosize |= bit;
+            continue;
+        }
         if (psp_setting_u64(rows[i].name, rows[i].min, rows[i].max, &v, err, errlen))
             return -EINVAL;
         if (rows[i].width == 16)
@@ -59,6 +78,7 @@ int mcp_config_from_settings(struct mcp_config *c, uint16_t node, uint32_t max_f
         }
         c->slot_size = max_frame - MCP_WIRE_HDR;
     }
+    mcp_config_autosize(c, autosize);
     if (node >= c->max_nodes) {
         snprintf(err, errlen, "node id %u is not below PSP_MAX_NODES=%u", node, c->max_nodes);
         return -EINVAL;

@@ -28,6 +28,25 @@ void mcp_config_default(struct mcp_config *c, uint16_t node)
     c->seed = 0x9e3779b97f4a7c15ull ^ node;
 }
 
+void mcp_config_autosize(struct mcp_config *c, unsigned which)
+{
+    uint32_t slot = c->slot_size ? c->slot_size : 1;
+    uint32_t window = (MCP_AUTO_WINDOW_BYTES + slot - 1) / slot;
+
+    if (window < 8)
+        window = 8;
+    if (window > MCP_MAX_WINDOW)
+        window = MCP_MAX_WINDOW;
+    if (which & MCP_AUTO_WINDOW)
+        c->window = (uint16_t)window;
+    /* From the window in force, chosen or given: a sender refills slots while a window is out,
+     * and a receiver keeps a free slot for each of a few peers' windows. */
+    if (which & MCP_AUTO_SEND_SLOTS)
+        c->send_slots = (uint16_t)(2u * c->window > 32u ? 2u * c->window : 32u);
+    if (which & MCP_AUTO_RECV_SLOTS)
+        c->recv_slots = (uint16_t)(4u * c->window > 128u ? 4u * c->window : 128u);
+}
+
 int mcp_config_check(const struct mcp_config *c, const char **why)
 {
     const char *w = NULL;

@@ -937,9 +937,11 @@ int main(int argc, char **argv)
     int rc = pthread_create(&nt, NULL, nic_thread, NULL);
     if (rc)
         psp_die("cannot start the NIC thread: %s", strerror(rc));
-    PSP_INFO("node %u ready: %s link%s, %u contexts, %u-byte slots, socket %s, pid %ld", S.node,
-             S.link_kind, mcp_link_has_ring(S.link) ? " (read from a receive ring)" : "",
-             S.img->cfg.contexts, mcp_max_payload(S.img), S.sock_path, (long)getpid());
+    PSP_INFO("node %u ready: %s link%s, %u contexts, %u-byte slots, window %u, %u send slots "
+             "per context, %u receive slots, socket %s, pid %ld",
+             S.node, S.link_kind, mcp_link_has_ring(S.link) ? " (read from a receive ring)" : "",
+             S.img->cfg.contexts, mcp_max_payload(S.img), S.img->cfg.window, S.img->cfg.send_slots,
+             S.img->cfg.recv_slots, S.sock_path, (long)getpid());
 
     serve_loop(sig_fd);
 

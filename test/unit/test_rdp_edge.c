@@ -4,7 +4,8 @@
  *   (b) a peer restarting mid-stream while frames of its old incarnation are still in flight;
  *   (c) a peer that stays dead: pending sends fail with -ETIMEDOUT after peer_timeout;
  *   (d) a receiver whose host stops draining: NOBUF NACKs, back-off, then everything arrives;
- *   (e) bad host input: invalid destination, itself, too long.
+ *   (e) bad host input: invalid destination, itself, too long;
+ *   (f) the window and slot counts the firmware chooses for its frame size ("auto").
  */
 #include <errno.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "mcp_env.h"
 #include "rdp_fixture.h"
 
 static struct mcp_config edge_cfg(void)
@@ -717,6 +719,132 @@ TEST(recv_settle_finishes_a_release_cut_short)
         }
     }
     fx_fini(&f);
+}
+
+/* ---- (f) the window for the frame size ------------------------------------------------------ */
+
+/* Configuration of node DUT from the environment for a link of max_frame bytes. */
+static int cfg_from_env(struct mcp_config *c, uint32_t max_frame, char *err, size_t errlen)
+{
+    return mcp_config_from_settings(c, DUT, max_frame, err, errlen);
+}
+
+TEST(auto_window_holds_96_KiB_and_the_slots_follow_it)
+{
+    struct mcp_config c;
+    char err[256] = "";
+    unsetenv("PSP_WINDOW");
+    unsetenv("PSP_SEND_SLOTS");
+    unsetenv("PSP_RECV_SLOTS");
+    unsetenv("PSP_FRAME_SIZE");
+    static const struct {
+        uint32_t max_frame; /* the link's: eth at MTU 1500, eth at MTU 9000, udp */
+        uint16_t window, send_slots, recv_slots;
+    } want[] = {{1500, 64, 128, 256}, {9000, 11, 32, 128}, {65535, 8, 32, 128}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!CHECK(cfg_from_env(&c, want[i].max_frame, err, sizeof err) == 0, "%s", err))
+            continue;
+        CHECK_EQ_U64(c.slot_size, want[i].max_frame - MCP_WIRE_HDR);
+        CHECK(c.window == want[i].window && c.send_slots == want[i].send_slots &&
+                  c.recv_slots == want[i].recv_slots,
+              "frames of %u bytes: window %u, send slots %u, receive slots %u", c.slot_size,
+              c.window, c.send_slots, c.recv_slots);
+    }
+    /* "auto" said outright is the default; a window that is given sizes the auto slots */
+    setenv("PSP_WINDOW", "auto", 1);
+    CHECK_OK(cfg_from_env(&c, 1500, err, sizeof err));
+    CHECK_EQ_U64(c.window, 64);
+    setenv("PSP_WINDOW", "20", 1);
+    CHECK_OK(cfg_from_env(&c, 1500, err, sizeof err));
+    CHECK(c.window == 20 && c.send_slots == 40 && c.recv_slots == 128, "%u %u %u", c.window,
+          c.send_slots, c.recv_slots);
+    setenv("PSP_SEND_SLOTS", "48", 1);
+    setenv("PSP_WINDOW", "auto", 1);
+    CHECK_OK(cfg_from_env(&c, 1500, err, sizeof err));
+    CHECK(c.window == 64 && c.send_slots == 48 && c.recv_slots == 256, "%u %u %u", c.window,
+          c.send_slots, c.recv_slots);
+    /* smaller frames asked for on a large link: the window follows the frame size */
+    unsetenv("PSP_SEND_SLOTS");
+    setenv("PSP_FRAME_SIZE", "4096", 1);
+    CHECK_OK(cfg_from_env(&c, 65535, err, sizeof err));
+    CHECK(c.window == 24 && c.send_slots == 48, "%u %u", c.window, c.send_slots);
+    unsetenv("PSP_FRAME_SIZE");
+    /* anything else is refused, naming the setting */
+    setenv("PSP_WINDOW", "Auto", 1);
+    CHECK_RC(cfg_from_env(&c, 1500, err, sizeof err), -EINVAL);
+    CHECK(strstr(err, "PSP_WINDOW=Auto is not a number") != NULL, "%s", err);
+    setenv("PSP_WINDOW", "65", 1);
+    CHECK_RC(cfg_from_env(&c, 1500, err, sizeof err), -EINVAL);
+    CHECK(strstr(err, "PSP_WINDOW=65 is out of range 1..64") != NULL, "%s", err);
+    unsetenv("PSP_WINDOW");
+}
+
+/* Data frames the DUT (configured from the environment for 1500-byte link frames) puts on the
+ * wire to a peer that has answered its SYN but acknowledges nothing, with 100 full frames
+ * posted (or as many as the context has send slots). */
+static int frames_before_an_ack(void)
+{
+    struct mcp_config c;
+    char err[256] = "";
+    struct mcp_sim_net *net = mcp_sim_net_create(NODES, 1500, NULL);
+    struct lanai_link *dl = mcp_sim_link_open(net, DUT), *pl = mcp_sim_link_open(net, PEER);
+    struct mcp_image *img = NULL;
+    static uint8_t data[1500], f[1501];
+    int sent = -1;
+    if (!CHECK(net && dl && pl, "sim net") ||
+        !CHECK(cfg_from_env(&c, 1500, err, sizeof err) == 0, "%s", err))
+        goto out;
+    c.contexts = 1;
+    c.max_nodes = NODES;
+    img = image_new(&c);
+    if (!CHECK(img != NULL, "image"))
+        goto out;
+    struct mcp_nic nic;
+    mcp_nic_init(&nic, img, dl);
+    int ctx = mcp_ctx_attach(img, 1);
+    for (unsigned i = 0; i < 100 && i < c.send_slots; i++)
+        if (!CHECK_OK(mcp_send(img, (unsigned)ctx, PEER, data, c.slot_size, i)))
+            goto out;
+    uint64_t t = T0;
+    void *bufs[1] = {f};
+    uint32_t len, lcid = 0;
+    struct mcp_wire_hdr h;
+    sent = 0;
+    for (int pass = 0; pass < 50; pass++, t += US) {
+        mcp_sim_net_set_time(net, t);
+        mcp_poll(&nic, t);
+        while (lanai_rx(pl, bufs, sizeof f - 1, &len, 1) == 1) {
+            mcp_wire_get(f, &h);
+            if (h.type == MCP_FT_SYN && !lcid) {
+                lcid = h.src_cid;
+                inject_ctrl_to(net, MCP_FT_SYNACK, PCID, lcid, PISS);
+            } else if (h.type == MCP_FT_DATA) {
+                sent++;
+            }
+        }
+    }
+    CHECK(lcid != 0, "no SYN");
+    CHECK_EQ_U64(img->counters.tx_data, (uint64_t)sent);
+out:
+    if (dl)
+        lanai_close(dl);
+    if (pl)
+        lanai_close(pl);
+    mcp_sim_net_destroy(net);
+    free(img);
+    return sent;
+}
+
+TEST(eth_sized_frames_fill_a_window_of_64_before_the_first_ack)
+{
+    unsetenv("PSP_SEND_SLOTS");
+    unsetenv("PSP_RECV_SLOTS");
+    unsetenv("PSP_FRAME_SIZE");
+    unsetenv("PSP_WINDOW");
+    CHECK_EQ_U64(frames_before_an_ack(), 64);
+    setenv("PSP_WINDOW", "8", 1); /* the paper's window, asked for */
+    CHECK_EQ_U64(frames_before_an_ack(), 8);
+    unsetenv("PSP_WINDOW");
 }
 
 TEST_MAIN()

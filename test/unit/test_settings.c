@@ -38,7 +38,7 @@ TEST(table_lookup)
         CHECK(psp_setting_find(need[i]) != NULL, "%s missing", need[i]);
     CHECK_EQ_STR(t[0].name, "PSP_DEBUG");
     REQUIRE(psp_setting_find("PSP_WINDOW") != NULL, "no window");
-    CHECK_EQ_STR(psp_setting_find("PSP_WINDOW")->def, "8");
+    CHECK_EQ_STR(psp_setting_find("PSP_WINDOW")->def, "auto");
     CHECK(psp_setting_find("PSP_NOPE") == NULL, "found nope");
     CHECK(psp_setting_find(NULL) == NULL, "found null");
     for (unsigned i = 0; i < n; i++)
@@ -112,8 +112,9 @@ TEST(setting_u64_messages)
     CHECK_OK(psp_setting_u64("PSP_WINDOW", 1, 64, &v, err, sizeof err));
     CHECK_EQ_U64(v, 16);
     unsetenv("PSP_WINDOW");
-    CHECK_OK(psp_setting_u64("PSP_WINDOW", 1, 64, &v, NULL, 0));
-    CHECK_EQ_U64(v, 8);
+    unsetenv("PSP_CONTEXTS");
+    CHECK_OK(psp_setting_u64("PSP_CONTEXTS", 1, 64, &v, NULL, 0));
+    CHECK_EQ_U64(v, 64);
     char small[8];
     setenv("PSP_WINDOW", "100", 1);
     CHECK_RC(psp_setting_u64("PSP_WINDOW", 1, 64, &v, small, sizeof small), -EINVAL);
