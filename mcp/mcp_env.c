@@ -63,8 +63,11 @@ int mcp_config_from_settings(struct mcp_config *c, uint16_t node, uint32_t max_f
             autosize |= bit;
             continue;
         }
-        if (psp_setting_u64(rows[i].name, rows[i].min, rows[i].max, &v, err, errlen))
+        if (psp_setting_u64(rows[i].name, rows[i].min, rows[i].max, &v, err, errlen)) {
+            if (bit && err && strlen(err) + 1 < errlen)
+                strncat(err, " (or auto)", errlen - strlen(err) - 1);
             return -EINVAL;
+        }
         if (rows[i].width == 16)
             *(uint16_t *)((char *)c + rows[i].off) = (uint16_t)v;
         else

@@ -28,6 +28,15 @@ void mcp_config_default(struct mcp_config *c, uint16_t node)
     c->seed = 0x9e3779b97f4a7c15ull ^ node;
 }
 
+/* The least power of two >= n (n <= 2^31). */
+static uint32_t pow2_at_least(uint32_t n)
+{
+    uint32_t p = 1;
+    while (p < n)
+        p <<= 1;
+    return p;
+}
+
 void mcp_config_autosize(struct mcp_config *c, unsigned which)
 {
     uint32_t slot = c->slot_size ? c->slot_size : 1;
@@ -40,11 +49,18 @@ void mcp_config_autosize(struct mcp_config *c, unsigned which)
     if (which & MCP_AUTO_WINDOW)
         c->window = (uint16_t)window;
     /* From the window in force, chosen or given: a sender refills slots while a window is out,
-     * and a receiver keeps a free slot for each of a few peers' windows. */
+     * and a receiver keeps a free slot for each of a few peers' windows.  Powers of two, as
+     * mcp_config_check() wants. */
     if (which & MCP_AUTO_SEND_SLOTS)
-        c->send_slots = (uint16_t)(2u * c->window > 32u ? 2u * c->window : 32u);
+        c->send_slots = (uint16_t)pow2_at_least(2u * c->window > 32u ? 2u * c->window : 32u);
     if (which & MCP_AUTO_RECV_SLOTS)
-        c->recv_slots = (uint16_t)(4u * c->window > 128u ? 4u * c->window : 128u);
+        c->recv_slots = (uint16_t)pow2_at_least(4u * c->window > 128u ? 4u * c->window : 128u);
+}
+
+/* Whether n is a power of two (1 included). */
+static int is_pow2(uint32_t n)
+{
+    return n && (n & (n - 1)) == 0;
 }
 
 int mcp_config_check(const struct mcp_config *c, const char **why)
@@ -63,6 +79,10 @@ int mcp_config_check(const struct mcp_config *c, const char **why)
         w = "recv_slots must be 2..4096";
     else if (c->hostq_slots < 1)
         w = "hostq_slots must be at least 1";
+    /* Ring positions are free-running 32-bit counters taken modulo the count: only a power of
+     * two keeps the mapping whole when a counter wraps (after 2^32 frames). */
+    else if (!is_pow2(c->send_slots) || !is_pow2(c->recv_slots) || !is_pow2(c->hostq_slots))
+        w = "send, receive and host queue slots must be powers of two";
     else if (c->window < 1 || c->window > MCP_MAX_WINDOW)
         w = "window must be 1..64";
     else if (c->rx_batch < 1 || c->rx_batch > 64)

@@ -179,7 +179,7 @@ static int gather(void **buf, size_t *len, size_t *cap, const struct iovec *iov,
     return 0;
 }
 
-#define DRAIN_MIN 8192u /* eager data from here on is more than a send window of frames */
+#define DRAIN_MIN 8192u /* eager data from here on waits until its frames have left (below) */
 
 /*
  * Whether PULC is done with r.  Rendezvous data, and eager data of DRAIN_MIN bytes and more,
