@@ -630,6 +630,18 @@ out:
     fx_fini(&f);
 }
 
+/* Close a DUT/peer pair of sim links (either may be NULL), their net and the DUT's image. */
+static void sim_pair_free(struct mcp_sim_net *net, struct lanai_link *dl, struct lanai_link *pl,
+                          struct mcp_image *img)
+{
+    if (dl)
+        lanai_close(dl);
+    if (pl)
+        lanai_close(pl);
+    mcp_sim_net_destroy(net);
+    free(img);
+}
+
 TEST(send_larger_than_the_link_frame_is_refused)
 {
     /* mcp.h: "The link's max_frame limits slot_size" and mcp_max_payload() is the "slot size
@@ -679,12 +691,7 @@ TEST(send_larger_than_the_link_frame_is_refused)
                   e.error);
     }
 out:
-    if (dl)
-        lanai_close(dl);
-    if (pl)
-        lanai_close(pl);
-    mcp_sim_net_destroy(net);
-    free(img);
+    sim_pair_free(net, dl, pl, img);
 }
 
 /* A consumer killed inside mcp_recv_done() (tail advanced, entry still marked full) is
@@ -834,12 +841,7 @@ static int frames_before_an_ack(void)
     CHECK(lcid != 0, "no SYN");
     CHECK_EQ_U64(img->counters.tx_data, (uint64_t)sent);
 out:
-    if (dl)
-        lanai_close(dl);
-    if (pl)
-        lanai_close(pl);
-    mcp_sim_net_destroy(net);
-    free(img);
+    sim_pair_free(net, dl, pl, img);
     return sent;
 }
 
