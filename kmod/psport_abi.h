@@ -43,7 +43,7 @@ typedef int32_t psk_s32;
 typedef uint64_t psk_u64;
 #endif
 
-#define PSK_ABI_VERSION 1u
+#define PSK_ABI_VERSION 2u /* 2: INFO names the window and slot counts */
 #define PSK_DEVICE_PATH "/dev/psport"
 #define PSK_PSID_SOCKET "/run/psport/psid.sock"
 
@@ -74,6 +74,12 @@ struct psk_info {
     psk_u32 slot_size;
     psk_u32 max_clients; /* process limit */
     char link_kind[8];   /* "udp", "eth" */
+    /* the firmware's counts in force (automatic ones as sized for the frame, mcp.h) */
+    psk_u16 window; /* frames in flight to one peer */
+    psk_u16 reserved;
+    psk_u32 send_slots;  /* send slots per context */
+    psk_u32 recv_slots;  /* receive slots of the NIC */
+    psk_u32 hostq_slots; /* host queue entries */
 };
 
 /* PSK_IOC_ATTACH: take a context of the NIC for the calling process.  Errors: EACCES (user

@@ -97,6 +97,7 @@ extern unsigned int psk_stall_us;	/* host queue untouched this long: wake a drai
 extern unsigned int psk_area_mb;	/* message area size */
 extern unsigned int psk_frame_size;	/* payload bytes per frame (capped by the MTU) */
 extern unsigned short psk_contexts;	/* NIC contexts (attached processes) */
+extern unsigned short psk_window;	/* frames in flight to a peer, 0: automatic */
 extern unsigned short psk_max_nodes;	/* node ids 0 .. max_nodes-1 */
 
 /* psport_main.c: the misc device of a NIC (fops) */

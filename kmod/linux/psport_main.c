@@ -62,6 +62,10 @@ unsigned int psk_frame_size = 4096;
 module_param_named(frame_size, psk_frame_size, uint, 0444);
 MODULE_PARM_DESC(frame_size, "payload bytes per frame (at most the MTU minus 32)");
 
+unsigned short psk_window; /* 0: automatic, as PSP_WINDOW=auto */
+module_param_named(window, psk_window, ushort, 0444);
+MODULE_PARM_DESC(window, "frames in flight to one peer (1..64); 0 (default): enough frames for 96 KiB, at least 8; the slot counts follow it");
+
 unsigned int psk_area_mb = 80;
 module_param_named(area_mb, psk_area_mb, uint, 0444);
 MODULE_PARM_DESC(area_mb, "message area per NIC, MiB (allocated as it is used)");
@@ -192,6 +196,10 @@ static long psk_info(struct psk_nic *nic, void __user *arg)
 	in.contexts = nic->img->cfg.contexts;
 	in.contexts_used = psk_nic_contexts_used(nic);
 	in.slot_size = mcp_max_payload(nic->img);
+	in.window = nic->img->cfg.window;
+	in.send_slots = nic->img->cfg.send_slots;
+	in.recv_slots = nic->img->cfg.recv_slots;
+	in.hostq_slots = nic->img->cfg.hostq_slots;
 	mutex_unlock(&nic->lock);
 	in.max_clients = max_clients;
 	strscpy(in.link_kind, "eth", sizeof(in.link_kind));

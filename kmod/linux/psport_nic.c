@@ -172,7 +172,14 @@ struct psk_nic *psk_nic_create(int index, const char *ifname, u16 node, char *wh
 	cfg.max_nodes = psk_max_nodes;
 	cfg.contexts = psk_contexts;
 	cfg.slot_size = min_t(u32, psk_frame_size, dev->mtu - MCP_WIRE_HDR);
-	mcp_config_autosize(&cfg, MCP_AUTO_ALL);	/* a window that covers the round trip */
+	/* a window that covers the round trip, unless the window parameter names one; the
+	 * slot counts follow the window in force */
+	if (psk_window) {
+		cfg.window = psk_window;
+		mcp_config_autosize(&cfg, MCP_AUTO_SEND_SLOTS | MCP_AUTO_RECV_SLOTS);
+	} else {
+		mcp_config_autosize(&cfg, MCP_AUTO_ALL);
+	}
 	cfg.seed = get_random_u64();
 	rc = mcp_config_check(&cfg, &bad);
 	if (rc) {

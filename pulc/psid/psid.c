@@ -575,6 +575,10 @@ static void fill_info(struct psk_info *in)
     in->slot_size = mcp_max_payload(S.img);
     in->max_clients = (psk_u32)S.max_clients;
     snprintf(in->link_kind, sizeof in->link_kind, "%s", S.link_kind);
+    in->window = S.img->cfg.window;
+    in->send_slots = S.img->cfg.send_slots;
+    in->recv_slots = S.img->cfg.recv_slots;
+    in->hostq_slots = S.img->cfg.hostq_slots;
 }
 
 static int check_user(struct client *c)

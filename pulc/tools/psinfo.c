@@ -194,6 +194,9 @@ int main(int argc, char **argv)
         printf("link           %s%s\n", link,
                in.flags & PSK_INFO_RX_RING ? ", arrivals read from a receive ring" : "");
         printf("slot size      %u bytes\n", in.slot_size);
+        printf("window         %u frames to a peer; slots %u send per context, %u receive, %u "
+               "host queue\n",
+               in.window, in.send_slots, in.recv_slots, in.hostq_slots);
         printf("contexts       %u used of %u\n", in.contexts_used, in.contexts);
         printf("max clients    %u\n", in.max_clients);
         printf("image          %llu bytes, message area %llu bytes\n",
