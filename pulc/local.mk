@@ -114,3 +114,7 @@ check_PROGRAMS += test/kmod/psk_inject
 test_kmod_psk_inject_SOURCES = test/kmod/psk_inject.c
 test_kmod_psk_inject_CPPFLAGS = $(AM_CPPFLAGS)
 test_kmod_psk_inject_LDADD = mcp/libmcp.la common/libpspcommon.la
+# ... and its client of the first device ABI (INFO answered, ATTACH refused with EPROTO).
+check_PROGRAMS += test/kmod/psk_oldabi
+test_kmod_psk_oldabi_SOURCES = test/kmod/psk_oldabi.c
+test_kmod_psk_oldabi_CPPFLAGS = $(PULC_CPPFLAGS)

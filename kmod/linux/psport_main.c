@@ -179,7 +179,9 @@ static int psk_release(struct inode *inode, struct file *f)
 	return 0;
 }
 
-static long psk_info(struct psk_nic *nic, void __user *arg)
+/* INFO into a struct psk_info of size bytes: the caller's ABI may know fewer fields (or more),
+ * and it learns the module's version from the first one either way. */
+static long psk_info(struct psk_nic *nic, void __user *arg, size_t size)
 {
 	struct psk_info in;
 
@@ -203,7 +205,7 @@ static long psk_info(struct psk_nic *nic, void __user *arg)
 	mutex_unlock(&nic->lock);
 	in.max_clients = max_clients;
 	strscpy(in.link_kind, "eth", sizeof(in.link_kind));
-	return copy_to_user(arg, &in, sizeof(in)) ? -EFAULT : 0;
+	return copy_to_user(arg, &in, min(size, sizeof(in))) ? -EFAULT : 0;
 }
 
 /* The area is formatted, or this caller formats it.  Called and returns with nic->lock. */
@@ -342,9 +344,16 @@ static long psk_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 	void __user *uarg = (void __user *)arg;
 	long rc = 0;
 
+	/* INFO of a client built for another ABI (its struct, hence its command number, has
+	 * another size): answered, so that its ATTACH can name both versions (EPROTO) instead of
+	 * the client failing here with "not a psport device". */
+	if (cmd != PSK_IOC_INFO && _IOC_TYPE(cmd) == PSK_IOC_MAGIC &&
+	    _IOC_NR(cmd) == _IOC_NR(PSK_IOC_INFO) && _IOC_DIR(cmd) == _IOC_READ &&
+	    _IOC_SIZE(cmd) >= sizeof(psk_u32))
+		return psk_info(nic, uarg, _IOC_SIZE(cmd));
 	switch (cmd) {
 	case PSK_IOC_INFO:
-		return psk_info(nic, uarg);
+		return psk_info(nic, uarg, sizeof(struct psk_info));
 	case PSK_IOC_ATTACH:
 		return psk_attach(pf, uarg);
 	case PSK_IOC_NODES:

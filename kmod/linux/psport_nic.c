@@ -174,6 +174,12 @@ struct psk_nic *psk_nic_create(int index, const char *ifname, u16 node, char *wh
 	cfg.slot_size = min_t(u32, psk_frame_size, dev->mtu - MCP_WIRE_HDR);
 	/* a window that covers the round trip, unless the window parameter names one; the
 	 * slot counts follow the window in force */
+	if (psk_window > MCP_MAX_WINDOW) {
+		snprintf(why, whylen, "window=%u: must be 1..%u (0: automatic)",
+			 (unsigned int)psk_window, MCP_MAX_WINDOW);
+		rc = -EINVAL;
+		goto fail;
+	}
 	if (psk_window) {
 		cfg.window = psk_window;
 		mcp_config_autosize(&cfg, MCP_AUTO_SEND_SLOTS | MCP_AUTO_RECV_SLOTS);

@@ -362,7 +362,13 @@ int pulc_dev_attach(struct pulc_hal *h, const char *path, uint32_t abi, char *er
     pthread_mutex_init(&h->ring_lock, NULL);
     if (ioctl(fd, PSK_IOC_INFO, &h->info) != 0) {
         int e = errno;
-        psp_set_err(err, errlen, "%s is not a psport device (INFO: %s)", path, strerror(e));
+        if (e == EPERM || e == ENOTTY) /* a module of another ABI (its INFO has another size) */
+            psp_set_err(err, errlen,
+                        "%s refuses INFO (%s): the psport module loaded is not of this "
+                        "library's device ABI version %u: load the module of the same psport",
+                        path, strerror(e), PSK_ABI_VERSION);
+        else
+            psp_set_err(err, errlen, "%s is not a psport device (INFO: %s)", path, strerror(e));
         return -e;
     }
     if (h->info.provider != PSK_PROVIDER_KERNEL) {

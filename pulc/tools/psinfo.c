@@ -155,7 +155,12 @@ int main(int argc, char **argv)
             return 1;
         }
         if (ioctl(fd, PSK_IOC_INFO, &in) != 0) {
-            fprintf(stderr, PROG ": %s: INFO: %s\n", dev, strerror(errno));
+            int e = errno;
+            fprintf(stderr, PROG ": %s: INFO: %s%s\n", dev, strerror(e),
+                    e == EPERM || e == ENOTTY
+                        ? " (the module loaded is of another device ABI version: load the "
+                          "module of this psport)"
+                        : "");
             close(fd);
             return 1;
         }
