@@ -60,6 +60,7 @@ int mcp_link_eth_has_ring(struct lanai_link *link); /* the same, for an eth link
 /* Counters of a udp or eth link (the sim link has mcp_sim_net_stats()). */
 struct mcp_link_stats {
     uint64_t tx_frames, tx_bytes; /* handed to the kernel */
+    uint64_t tx_calls;            /* sendmmsg calls: a flush of frames to many nodes is one */
     uint64_t tx_busy;             /* tx() answered -EAGAIN: the queue was full */
     uint64_t tx_dropped_full;     /* frames dropped at flush: socket buffer full (lanai.h) */
     uint64_t tx_errors;           /* frames the kernel refused for good (not sent, counted) */

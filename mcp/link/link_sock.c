@@ -168,6 +168,7 @@ int mcp_sock_flush(struct lanai_link *l)
         }
 
         int r = sendmmsg(s->fd, s->msg, k, MSG_DONTWAIT);
+        s->st.tx_calls++;
         if (r < 0) {
             int e = errno;
             if (e == EINTR)

@@ -1145,6 +1145,59 @@ TEST(udp_ring_prefault_keeps_waiting_frames)
     free(r);
 }
 
+/* A burst to several nodes, queued in one firmware pass, leaves in one sendmmsg: the link
+ * batches by flush, not by destination (pulc/README.md: "a stream or a burst to many nodes
+ * still goes out many frames to one sendmmsg"). */
+TEST(udp_burst_to_three_nodes_is_one_sendmmsg)
+{
+    int fd[4];
+    uint16_t port[4];
+    for (int i = 0; i < 4; i++)
+        REQUIRE((fd[i] = bound_socket(&port[i])) >= 0, "socket %d", i);
+    char text[256], err[256] = "";
+    snprintf(text, sizeof text, "0 127.0.0.1:%u\n1 127.0.0.1:%u\n2 127.0.0.1:%u\n3 127.0.0.1:%u\n",
+             port[0], port[1], port[2], port[3]);
+    static struct psp_nodes nodes;
+    REQUIRE(psp_nodes_parse(text, 0, &nodes, err, sizeof err) == 0, "nodes: %s", err);
+    struct mcp_link_params p = {0};
+    p.node = 0;
+    p.nodes = &nodes;
+    p.fd = fd[0];
+    p.ring_fd = -1;
+    struct lanai_link *l = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(l != NULL, "open: %s", err);
+
+    static uint8_t frames[6][200];
+    for (uint32_t i = 0; i < 6; i++) { /* two frames to each of nodes 1, 2, 3, interleaved */
+        make_frame(frames[i], 100 + i, MCP_FT_DATA, i);
+        CHECK_OK(lanai_tx(l, (uint16_t)(1 + i % 3), frames[i], 100 + i));
+    }
+    CHECK_EQ_I64(lanai_flush(l), 6);
+    struct mcp_link_stats st;
+    CHECK_OK(mcp_link_stats(l, &st));
+    CHECK_EQ_U64(st.tx_calls, 1);
+    CHECK_EQ_U64(st.tx_frames, 6);
+    for (int n = 1; n <= 3; n++) { /* each node got its two frames, in order */
+        for (uint32_t k = 0; k < 2; k++) {
+            uint32_t no = (uint32_t)(n - 1) + 3 * k;
+            uint8_t b[256];
+            ssize_t got = -1;
+            double end = now_s() + 1.0;
+            while (got < 0 && now_s() < end)
+                got = recv(fd[n], b, sizeof b, MSG_DONTWAIT);
+            CHECK(got == (ssize_t)(100 + no) && frame_ok(b, (uint32_t)got, MCP_FT_DATA, no),
+                  "node %d frame %u: got %zd bytes", n, no, got);
+        }
+    }
+    /* an empty flush makes no call */
+    CHECK_EQ_I64(lanai_flush(l), 0);
+    CHECK_OK(mcp_link_stats(l, &st));
+    CHECK_EQ_U64(st.tx_calls, 1);
+    lanai_close(l);
+    for (int i = 1; i < 4; i++)
+        close(fd[i]);
+}
+
 TEST(udp_refused_frames_counted)
 {
     static struct udp_pair u;
