@@ -48,7 +48,9 @@ void mcp_config_default(struct mcp_config *c, uint16_t node);
  * Size the counts named in `which` for c->slot_size: the window holds MCP_AUTO_WINDOW_BYTES
  * (8 .. MCP_MAX_WINDOW frames: 8 for 64 KiB udp frames, 64 for eth at MTU 1500), a context
  * has two windows of send slots (at least 32), the NIC four windows of receive slots (at
- * least 128), each count rounded up to a power of two.  Call once slot_size is final.
+ * least 128), each count rounded up to a power of two.  Call once slot_size is final.  A
+ * window given out of range (0, above MCP_MAX_WINDOW) leaves the slot counts alone, for
+ * mcp_config_check() to refuse by name.
  */
 void mcp_config_autosize(struct mcp_config *c, unsigned which);
 

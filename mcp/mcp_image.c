@@ -50,7 +50,10 @@ void mcp_config_autosize(struct mcp_config *c, unsigned which)
         c->window = (uint16_t)window;
     /* From the window in force, chosen or given: a sender refills slots while a window is out,
      * and a receiver keeps a free slot for each of a few peers' windows.  Powers of two, as
-     * mcp_config_check() wants. */
+     * mcp_config_check() wants.  A window out of range sizes nothing: its slot counts would
+     * overflow, and mcp_config_check() is to name the window, not a slot count. */
+    if (c->window < 1 || c->window > MCP_MAX_WINDOW)
+        return;
     if (which & MCP_AUTO_SEND_SLOTS)
         c->send_slots = (uint16_t)pow2_at_least(2u * c->window > 32u ? 2u * c->window : 32u);
     if (which & MCP_AUTO_RECV_SLOTS)

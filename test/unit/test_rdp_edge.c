@@ -792,6 +792,30 @@ TEST(auto_window_holds_96_KiB_and_the_slots_follow_it)
     unsetenv("PSP_WINDOW");
 }
 
+TEST(window_out_of_range_is_refused_by_name_not_by_its_slots)
+{
+    struct mcp_config c;
+    const char *why = NULL;
+    static const uint16_t bad[] = {0, MCP_MAX_WINDOW + 1, 1000, 4096};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mcp_config_default(&c, 0);
+        uint16_t send = c.send_slots, recv = c.recv_slots;
+        c.window = bad[i];
+        mcp_config_autosize(&c, MCP_AUTO_SEND_SLOTS | MCP_AUTO_RECV_SLOTS);
+        CHECK(c.send_slots == send && c.recv_slots == recv, "window %u: slots %u %u (were %u %u)",
+              bad[i], c.send_slots, c.recv_slots, send, recv);
+        CHECK_RC(mcp_config_check(&c, &why), -EINVAL);
+        CHECK(why && strcmp(why, "window must be 1..64") == 0, "window %u: %s", bad[i],
+              why ? why : "(none)");
+    }
+    /* in range, the slots follow it: 2 x 64 send, 4 x 64 receive */
+    mcp_config_default(&c, 0);
+    c.window = MCP_MAX_WINDOW;
+    mcp_config_autosize(&c, MCP_AUTO_SEND_SLOTS | MCP_AUTO_RECV_SLOTS);
+    CHECK(c.send_slots == 128 && c.recv_slots == 256, "%u %u", c.send_slots, c.recv_slots);
+    CHECK_OK(mcp_config_check(&c, &why));
+}
+
 /* Data frames the DUT (configured from the environment for 1500-byte link frames) puts on the
  * wire to a peer that has answered its SYN but acknowledges nothing, with 100 full frames
  * posted (or as many as the context has send slots). */
