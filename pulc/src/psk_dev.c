@@ -338,6 +338,21 @@ unsigned pulc_dev_reclaim_dead(struct pulc_hal *h)
     return closed;
 }
 
+int pulc_dev_info(int fd, const char *path, struct psk_info *info, char *err, size_t errlen)
+{
+    if (ioctl(fd, PSK_IOC_INFO, info) == 0)
+        return 0;
+    int e = errno;
+    if (e == EPERM || e == ENOTTY) /* a module of another ABI (its INFO has another size) */
+        psp_set_err(err, errlen,
+                    "%s refuses INFO (%s): the psport module loaded is not of this "
+                    "library's device ABI version %u: load the module of the same psport",
+                    path, strerror(e), PSK_ABI_VERSION);
+    else
+        psp_set_err(err, errlen, "%s is not a psport device (INFO: %s)", path, strerror(e));
+    return -e;
+}
+
 int pulc_dev_attach(struct pulc_hal *h, const char *path, uint32_t abi, char *err, size_t errlen)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -360,17 +375,9 @@ int pulc_dev_attach(struct pulc_hal *h, const char *path, uint32_t abi, char *er
     h->dev = fd;
     h->kernel = 1;
     pthread_mutex_init(&h->ring_lock, NULL);
-    if (ioctl(fd, PSK_IOC_INFO, &h->info) != 0) {
-        int e = errno;
-        if (e == EPERM || e == ENOTTY) /* a module of another ABI (its INFO has another size) */
-            psp_set_err(err, errlen,
-                        "%s refuses INFO (%s): the psport module loaded is not of this "
-                        "library's device ABI version %u: load the module of the same psport",
-                        path, strerror(e), PSK_ABI_VERSION);
-        else
-            psp_set_err(err, errlen, "%s is not a psport device (INFO: %s)", path, strerror(e));
-        return -e;
-    }
+    int rc = pulc_dev_info(fd, path, &h->info, err, errlen);
+    if (rc)
+        return rc;
     if (h->info.provider != PSK_PROVIDER_KERNEL) {
         psp_set_err(err, errlen, "%s reports provider %u, not the kernel module", path,
                     h->info.provider);
@@ -414,7 +421,7 @@ int pulc_dev_attach(struct pulc_hal *h, const char *path, uint32_t abi, char *er
     if (at.flags & PSK_ATTACH_FORMAT_AREA) {
         struct pulc_area_cfg cfg;
         static struct psp_nodes nodes; /* 28 KiB: not on the stack (attach is single-threaded) */
-        int rc = area_cfg(asize, mcp_max_payload(h->img), &cfg, err, errlen);
+        rc = area_cfg(asize, mcp_max_payload(h->img), &cfg, err, errlen);
         if (!rc)
             rc = dev_nodes(fd, &nodes, err, errlen);
         if (!rc)

@@ -18,12 +18,19 @@
 #include <stdint.h>
 
 struct pulc_hal;
+struct psk_info;
 
 /*
  * The device to attach through: PSP_DEVICE if set (none: psid), else PSK_DEVICE_PATH when it
  * exists.  NULL means psid (PSP_PSID_SOCKET).
  */
 const char *pulc_dev_path(void);
+
+/*
+ * PSK_IOC_INFO on fd (the device at path) into *info: 0, or a negative errno with the cause in
+ * err (a module of another device ABI refuses an INFO of our size: EPERM or ENOTTY).
+ */
+int pulc_dev_info(int fd, const char *path, struct psk_info *info, char *err, size_t errlen);
 
 /*
  * Attach h through the device at path announcing ABI version abi: INFO, ATTACH (the module

@@ -154,13 +154,8 @@ int main(int argc, char **argv)
                     strerror(errno));
             return 1;
         }
-        if (ioctl(fd, PSK_IOC_INFO, &in) != 0) {
-            int e = errno;
-            fprintf(stderr, PROG ": %s: INFO: %s%s\n", dev, strerror(e),
-                    e == EPERM || e == ENOTTY
-                        ? " (the module loaded is of another device ABI version: load the "
-                          "module of this psport)"
-                        : "");
+        if (pulc_dev_info(fd, dev, &in, err, sizeof err) != 0) {
+            fprintf(stderr, PROG ": %s\n", err);
             close(fd);
             return 1;
         }
