@@ -792,6 +792,98 @@ TEST(auto_window_holds_96_KiB_and_the_slots_follow_it)
     unsetenv("PSP_WINDOW");
 }
 
+/* ---- one flush per pass ------------------------------------------------------------------ */
+
+/* A link between a node's firmware and its sim link that counts flushes and what each held. */
+struct flush_meter {
+    struct lanai_link l; /* first member: the firmware sees this */
+    struct lanai_link *inner;
+    unsigned queued;  /* frames queued since the last flush */
+    uint32_t dsts;    /* bit per destination node of those frames */
+    uint64_t flushes; /* flush() calls */
+    uint64_t frames;  /* frames handed over by flushes */
+    unsigned widest;  /* most destinations one flush carried */
+};
+
+static int meter_tx(struct lanai_link *l, uint16_t dst, const void *frame, uint32_t len)
+{
+    struct flush_meter *m = (struct flush_meter *)l;
+    int rc = lanai_tx(m->inner, dst, frame, len);
+    if (rc == 0) {
+        m->queued++;
+        m->dsts |= 1u << (dst & 31);
+    }
+    return rc;
+}
+
+static int meter_flush(struct lanai_link *l)
+{
+    struct flush_meter *m = (struct flush_meter *)l;
+    unsigned n = (unsigned)__builtin_popcount(m->dsts);
+    m->flushes++;
+    m->frames += m->queued;
+    if (n > m->widest)
+        m->widest = n;
+    m->queued = 0;
+    m->dsts = 0;
+    return lanai_flush(m->inner);
+}
+
+static int meter_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_t *lens, int n)
+{
+    return lanai_rx(((struct flush_meter *)l)->inner, bufs, cap, lens, n);
+}
+
+static void meter_close(struct lanai_link *l)
+{
+    (void)l; /* the inner link belongs to the cluster */
+}
+
+static const struct lanai_link_ops meter_ops = {
+    .tx = meter_tx, .flush = meter_flush, .rx = meter_rx, .close = meter_close};
+
+/* What the links' batching (one sendmmsg per flush, test_link) relies on: a pass of the
+ * firmware ends with one flush of everything its peers queued, so a burst to many nodes is
+ * one batch.  Node 0 streams to nodes 1, 2 and 3; every pass of it flushes at most twice (after
+ * sending, and after answering what it received), never leaves a frame unflushed, and flushes
+ * frames to all three nodes at once. */
+TEST(a_pass_flushes_frames_to_every_peer_at_once)
+{
+    struct cluster cl;
+    struct mcp_config c;
+    cfg_traffic(&c, 4);
+    if (!cluster_init(&cl, 4, &c, NULL, 1000, 200))
+        goto out;
+    struct flush_meter m = {.l = *cl.node[0].link, .inner = cl.node[0].link};
+    m.l.ops = &meter_ops;
+    cl.node[0].nic.link = &m.l;
+    for (unsigned d = 1; d < 4; d++)
+        cluster_target(&cl, 0, d, 3000);
+    uint64_t most = 0;
+    while (!cluster_done(&cl) && cl.rounds < 200000) {
+        uint64_t before = m.flushes;
+        cluster_round(&cl);
+        if (m.flushes - before > most)
+            most = m.flushes - before;
+        if (!CHECK(m.queued == 0, "round %llu: %u frames queued and not flushed",
+                   (unsigned long long)cl.rounds, m.queued))
+            break;
+    }
+    CHECK(cluster_done(&cl), "not done after %llu rounds", (unsigned long long)cl.rounds);
+    CHECK(cl.bad == 0, "%llu wrong deliveries, first: %s", (unsigned long long)cl.bad, cl.why);
+    CHECK_EQ_U64(cl.delivered, 3ull * 3000);
+    CHECK(most >= 1 && most <= 2, "a pass flushed %llu times", (unsigned long long)most);
+    CHECK(m.widest == 3, "the widest flush carried frames to %u nodes", m.widest);
+    const struct mcp_counters *k = &cl.node[0].img->counters;
+    CHECK_EQ_U64(m.frames, k->tx_data + k->tx_retx + k->tx_ack + k->tx_nack + k->tx_ctrl);
+    printf("# node 0: %llu frames in %llu flushes over %llu rounds, at most %llu flushes a pass\n",
+           (unsigned long long)m.frames, (unsigned long long)m.flushes,
+           (unsigned long long)cl.rounds, (unsigned long long)most);
+    cl.node[0].nic.link = cl.node[0].link;
+out:
+    cluster_fini(&cl);
+}
+
 TEST(window_out_of_range_is_refused_by_name_not_by_its_slots)
 {
     struct mcp_config c;
