@@ -343,10 +343,13 @@ int pulc_dev_info(int fd, const char *path, struct psk_info *info, char *err, si
     if (ioctl(fd, PSK_IOC_INFO, info) == 0)
         return 0;
     int e = errno;
-    if (e == EPERM || e == ENOTTY) /* a module of another ABI (its INFO has another size) */
+    /* Any other file refuses our ioctl the same way a module of another ABI (whose INFO has
+     * another size) does: name both causes. */
+    if (e == EPERM || e == ENOTTY)
         psp_set_err(err, errlen,
-                    "%s refuses INFO (%s): the psport module loaded is not of this "
-                    "library's device ABI version %u: load the module of the same psport",
+                    "%s refuses INFO (%s): it is not a psport device, or the psport module "
+                    "loaded is of another device ABI version than this library's %u (load the "
+                    "module of the same psport)",
                     path, strerror(e), PSK_ABI_VERSION);
     else
         psp_set_err(err, errlen, "%s is not a psport device (INFO: %s)", path, strerror(e));

@@ -28,7 +28,7 @@ const char *pulc_dev_path(void);
 
 /*
  * PSK_IOC_INFO on fd (the device at path) into *info: 0, or a negative errno with the cause in
- * err (a module of another device ABI refuses an INFO of our size: EPERM or ENOTTY).
+ * err (EPERM or ENOTTY: not a psport device, or a module of another device ABI).
  */
 int pulc_dev_info(int fd, const char *path, struct psk_info *info, char *err, size_t errlen);
 
