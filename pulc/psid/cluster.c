@@ -33,7 +33,10 @@ struct nodestate {
     uint64_t heard_ns;
     uint64_t probe_ns;
     uint32_t load_milli, tasks, cpus;
-    uint32_t assigned; /* spawns sent there since its last alive */
+    /* Spawns this psid sent there that its last alive cannot have counted: sent and not yet
+     * answered (an alive sent before the spawn ran may arrive after it was sent), and started
+     * since that alive (the answer came first: alives and answers travel in order). */
+    uint32_t spawns_unanswered, started_since_alive;
 };
 
 struct psid_cluster_stats psid_cstats;
@@ -207,7 +210,8 @@ static void node_dead(uint16_t n, const char *why)
     if (!s->up || n == psid_g.node)
         return;
     s->up = 0;
-    s->assigned = 0;
+    s->spawns_unanswered = 0;
+    s->started_since_alive = 0;
     s->probe_ns = now_ns();
     psid_cstats.nodes_died++;
     PSP_WARN("node %u is dead: %s", n, why);
@@ -248,7 +252,7 @@ static void on_alive(uint16_t src, const struct psid_m_alive *a)
     s->load_milli = a->load_milli;
     s->tasks = a->tasks;
     s->cpus = a->cpus;
-    s->assigned = 0;
+    s->started_since_alive = 0;
 }
 
 /* Start the task a spawn request (m, its packed strings) asks for: its pid or -errno. */
@@ -277,12 +281,24 @@ static int spawn_here(uint16_t from, const struct psid_m_spawn *m, const char *s
 static void on_spawn(uint16_t src, const struct psid_m_spawn *m, const char *strings)
 {
     int pid = spawn_here(src, m, strings);
-    struct psid_m_reply rep = {m->req, m->key, pid < 0 ? pid : 0, pid < 0 ? 0 : pid, 0};
+    struct psid_m_reply rep = {m->req, m->key, pid < 0 ? pid : 0, pid < 0 ? 0 : pid, PSID_M_SPAWN};
     psid_dlink_send(psid_g.dlink, src, PSID_CHAN_URGENT, PSID_M_REPLY, &rep, sizeof rep, NULL, 0);
+}
+
+/* A spawn sent to src is answered: it leaves the unanswered, a task started joins the count. */
+static void count_spawn_answer(uint16_t src, const struct psid_m_reply *m)
+{
+    struct nodestate *s = &C.n[src];
+    if (m->answers != PSID_M_SPAWN || !s->spawns_unanswered)
+        return;
+    s->spawns_unanswered--;
+    if (!m->error && m->pid > 0)
+        s->started_since_alive++;
 }
 
 static void on_reply(uint16_t src, const struct psid_m_reply *m)
 {
+    count_spawn_answer(src, m);
     struct client *c = psid_client_by_key(m->key);
     struct psid_watch *w = c ? watch_find(c, 0, PSID_W_REQ, m->req) : NULL;
     if (!w || (uint16_t)(w->tid >> 32) != src) {
@@ -368,7 +384,7 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         memcpy(&m, data, sizeof m);
         int err = type == PSID_M_SIGNAL ? psid_task_signal(m.pid, m.sig, m.uid)
                                         : psid_task_notify(m.pid, src, m.key);
-        struct psid_m_reply rep = {m.req, m.key, err, 0, 0};
+        struct psid_m_reply rep = {m.req, m.key, err, 0, type};
         psid_dlink_send(psid_g.dlink, src, PSID_CHAN_URGENT, PSID_M_REPLY, &rep, sizeof rep, NULL,
                         0);
         break;
@@ -499,10 +515,12 @@ static int pick_node(struct client *c, int32_t want, char *text, size_t tn)
             best = n;
             break;
         }
-        /* Least loaded: fewest tasks (counting spawns sent since its last alive), then the
-         * lowest load average; ties go round the nodes. */
+        /* Least loaded: fewest tasks (counting the spawns sent there its last alive did not
+         * count), then the lowest load average; ties go round the nodes. */
         const struct nodestate *s = &C.n[n];
-        uint32_t tasks = n == psid_g.node ? psid_task_count() : s->tasks + s->assigned;
+        uint32_t tasks = n == psid_g.node
+                             ? psid_task_count()
+                             : s->tasks + s->spawns_unanswered + s->started_since_alive;
         uint32_t load = n == psid_g.node ? C.load_milli : s->load_milli;
         uint64_t v = ((uint64_t)tasks << 32) | load;
         if (v < best_load)
@@ -558,7 +576,7 @@ static int do_spawn(struct client *c, const char *payload, uint32_t len)
         reply_spawned(c, s.req, 0, -ENOMEM, "psid is out of memory");
         return 0;
     }
-    C.n[node].assigned++;
+    C.n[node].spawns_unanswered++;
     return 0;
 }
 

@@ -44,9 +44,9 @@ struct psid_m_spawn {
 struct psid_m_reply {
     uint64_t req;
     uint32_t key;
-    int32_t error; /* 0 or a negative errno */
-    int32_t pid;   /* SPAWN: the task's pid */
-    uint32_t pad;
+    int32_t error;    /* 0 or a negative errno */
+    int32_t pid;      /* SPAWN: the task's pid */
+    uint32_t answers; /* the type answered: PSID_M_SPAWN, _SIGNAL or _NOTIFY */
 };
 
 /* Output of a task: to the connection `key` of the receiving node. */
