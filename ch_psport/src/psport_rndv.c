@@ -170,7 +170,7 @@ static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
                                  PSP_StrError(rc));
         }
         w->rreq = rreq;
-        w->writer = dst;
+        w->writer = peer;
         w->len = (uint32_t)n;
         w->tmp = tmp;
         w->next = raw_recvs;
