@@ -49,7 +49,7 @@ static const struct psp_setting table[] = {
     {"PSP_NODE_ID",          "0",      "psid", "this node's id in the nodes file"},
     {"PSP_PSID_SOCKET",      "/run/psport/psid.sock",
                                        "psid", "psid's UNIX socket (clients connect here)"},
-    {"PSP_PSID_USERS",       "",       "psid", "users who may attach (names/uids); empty = any"},
+    {"PSP_PSID_USERS",       "",       "psid", "users who may attach and spawn (names/uids); empty = any"},
     {"PSP_PSID_MAX_CLIENTS", "64",     "psid", "largest number of attached client processes"},
     {"PSP_PSID_ALIVE_MS",    "250",    "psid", "interval of alive/load messages to the other psids"},
     {"PSP_PSID_DEAD_MS",     "2000",   "psid", "a node silent this long is declared dead"},

@@ -258,6 +258,11 @@ static void on_alive(uint16_t src, const struct psid_m_alive *a)
 /* Start the task a spawn request (m, its packed strings) asks for: its pid or -errno. */
 static int spawn_here(uint16_t from, const struct psid_m_spawn *m, const char *strings)
 {
+    char refused[512];
+    if (!psid_user_allowed(m->uid, refused, sizeof refused)) { /* this node's own list */
+        PSP_INFO("spawn from node %u refused: %s", from, refused);
+        return -EPERM;
+    }
     const char **argv = calloc(m->b.argc + 1, sizeof *argv);
     const char **envp = calloc(m->b.envc + 1, sizeof *envp);
     int pid = -ENOMEM;
@@ -463,6 +468,10 @@ static int do_spawner(struct client *c, const char *payload, uint32_t len)
                 return -1;
         }
     }
+    char refused[512];
+    if (!psid_user_allowed(c->uid, refused, sizeof refused))
+        return psid_client_queue(c, PSPC_OP_SPAWNER, -EACCES, refused,
+                                 (uint32_t)strlen(refused) + 1, NULL, 0);
     if (*list) {
         uint8_t *part = calloc(count(), 1);
         char err[512] = "psid is out of memory";

@@ -536,8 +536,7 @@ static const char *user_name(uid_t uid, char *buf, size_t n)
     return buf;
 }
 
-/* Whether uid may attach: root always, else PSP_PSID_USERS empty or naming it. */
-static int user_allowed(uid_t uid)
+static int user_listed(uid_t uid)
 {
     if (uid == 0 || !*S.users)
         return 1;
@@ -581,17 +580,25 @@ static void fill_info(struct psk_info *in)
     in->hostq_slots = S.img->cfg.hostq_slots;
 }
 
+int psid_user_allowed(uid_t uid, char *msg, size_t n)
+{
+    if (user_listed(uid))
+        return 1;
+    char nb[64];
+    if (msg)
+        snprintf(msg, n,
+                 "user %s (uid %ld) may not use psport on node %u: psid allows only '%s' "
+                 "(PSP_PSID_USERS); ask the administrator to add the user",
+                 user_name(uid, nb, sizeof nb), (long)uid, S.node, S.users);
+    return 0;
+}
+
 static int check_user(struct client *c)
 {
-    if (user_allowed(c->uid))
+    char msg[512];
+    if (psid_user_allowed(c->uid, msg, sizeof msg))
         return 0;
-    char nb[64];
-    return reply_error(c, EACCES,
-                       "user %s (uid %ld) may not use psport on node %u: psid allows only '%s' "
-                       "(PSP_PSID_USERS); ask the administrator to add the user",
-                       user_name(c->uid, nb, sizeof nb), (long)c->uid, S.node, S.users) < 0
-               ? -1
-               : 1;
+    return reply_error(c, EACCES, "%s", msg) < 0 ? -1 : 1;
 }
 
 static int do_attach(struct client *c, const struct psk_msg *m, const void *payload)
@@ -694,51 +701,68 @@ static int do_map(struct client *c)
     return rc;
 }
 
-/* Read exactly n bytes from a client (blocking with a timeout). 0 or -1. */
-static int client_read(struct client *c, void *buf, size_t n)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = recv(c->fd, (char *)buf + done, n - done, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        done += (size_t)r;
-    }
-    return 0;
-}
-
 static int serve_device(struct client *c, const struct psk_msg *mp, const char *payload);
 
-/* Serve one request. Returns -1 when the connection is to be closed. */
+/* Serve one whole request (m, then its payload, aligned). Returns -1 to close the connection. */
+static int serve_one(struct client *c, const struct psk_msg *m, const char *payload)
+{
+    if (psid_cluster_is_op(m->op))
+        return psid_cluster_request(c, m->op, payload, m->len);
+    if (c->spawner)
+        return reply_error(c, EINVAL, "a spawner connection serves cluster operations only");
+    return serve_device(c, m, payload);
+}
+
+/*
+ * Take what the client sent, without blocking, and serve each whole request in it: a client
+ * that stops in the middle of a request (stopped, or sending slowly) must not stall psid,
+ * whose other clients and daemon link go on.  Returns -1 when the connection is to be closed.
+ */
 static int serve(struct client *c)
 {
-    struct psk_msg m;
-    if (client_read(c, &m, sizeof m))
-        return -1;
-    if (m.magic != PSK_MSG_MAGIC || m.len > PSID_DMSG_MAX - 4096) {
-        PSP_WARN("pid %ld sent a malformed request (magic 0x%08x, %u bytes): closing", (long)c->pid,
-                 m.magic, m.len);
-        return -1;
+    const size_t most = sizeof(struct psk_msg) + PSID_DMSG_MAX - 4096;
+    if (c->in_cap - c->in_len < 4096 && c->in_cap < most) {
+        size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
+        char *nb = realloc(c->in, cap < most ? cap : most);
+        if (!nb)
+            return -1;
+        c->in = nb;
+        c->in_cap = cap < most ? cap : most;
     }
-    char small[4096];
-    char *payload = m.len > sizeof small ? malloc(m.len) : small;
-    if (!payload || (m.len && client_read(c, payload, m.len))) {
+    ssize_t r;
+    do
+        r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+    while (r < 0 && errno == EINTR);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    if (r <= 0)
+        return -1;
+    c->in_len += (size_t)r;
+    size_t off = 0;
+    int rc = 0;
+    while (rc >= 0 && c->in_len - off >= sizeof(struct psk_msg)) {
+        struct psk_msg m;
+        memcpy(&m, c->in + off, sizeof m);
+        if (m.magic != PSK_MSG_MAGIC || m.len > PSID_DMSG_MAX - 4096) {
+            PSP_WARN("pid %ld sent a malformed request (magic 0x%08x, %u bytes): closing",
+                     (long)c->pid, m.magic, m.len);
+            return -1;
+        }
+        if (c->in_len - off < sizeof m + m.len)
+            break; /* the rest comes later */
+        _Alignas(16) char small[4096];
+        char *payload = m.len > sizeof small ? malloc(m.len) : small;
+        if (!payload)
+            return -1;
+        memcpy(payload, c->in + off + sizeof m, m.len);
+        off += sizeof m + m.len;
+        rc = serve_one(c, &m, payload);
         if (payload != small)
             free(payload);
-        return -1;
     }
-    int rc;
-    if (psid_cluster_is_op(m.op))
-        rc = psid_cluster_request(c, m.op, payload, m.len);
-    else if (c->spawner)
-        rc = reply_error(c, EINVAL, "a spawner connection serves cluster operations only");
-    else
-        rc = serve_device(c, &m, payload);
-    if (payload != small)
-        free(payload);
-    return rc;
+    memmove(c->in, c->in + off, c->in_len - off);
+    c->in_len -= off;
+    return rc < 0 ? -1 : 0;
 }
 
 /* The device ABI's operations (kmod/psport_abi.h). */
@@ -784,8 +808,7 @@ static void accept_clients(void)
             close(fd);
             continue;
         }
-        struct timeval tv = {1, 0};
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        struct timeval tv = {1, 0}; /* replies of the device operations (reads: serve()) */
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         if (++S.next_key == 0)
             ++S.next_key;
@@ -801,6 +824,7 @@ static void drop_client(unsigned i)
     detach_client(c, "connection closed: the client exited or was killed; context reclaimed");
     psid_cluster_client_gone(c);
     free(c->out);
+    free(c->in);
     close(c->fd);
     S.conn[i] = S.conn[--S.nconn];
 }

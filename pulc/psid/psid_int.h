@@ -49,6 +49,8 @@ struct client {
     size_t nwatch, capwatch;
     char *out; /* bytes queued for the client (non-blocking writes) */
     size_t out_len, out_off, out_cap;
+    char *in; /* bytes of requests read so far (non-blocking reads) */
+    size_t in_len, in_cap;
 };
 
 /* psid's state the modules share (defined in psid.c). */
@@ -67,6 +69,13 @@ struct client *psid_client_at(unsigned i);
 
 /* The client with this key, or NULL (it closed). */
 struct client *psid_client_by_key(uint32_t key);
+
+/*
+ * Whether uid may use psport on this node (attach, spawn, have tasks started here): root
+ * always, else PSP_PSID_USERS empty or naming it.  If not, and msg is given, the refusal
+ * for the user in msg (size n).
+ */
+int psid_user_allowed(uid_t uid, char *msg, size_t n);
 
 /*
  * Queue a message to client c (psk_msg framing): op, status, then a and b (either may be
@@ -137,8 +146,10 @@ int psid_task_spawn(const struct psid_spawn_req *r);
 unsigned psid_task_count(void);
 
 /*
- * Signal task pid on behalf of uid: 0, -ESRCH (not a task of ours or ended), -EPERM
- * (kill()'s rule: uid 0 or the task's uid), -EINVAL (bad signal).
+ * Signal task pid and its process group on behalf of uid: 0, -ESRCH (not a task of ours,
+ * or ended with nothing of its group left), -EPERM (kill()'s rule: uid 0 or the task's uid),
+ * -EINVAL (bad signal).  After a signal that ends tasks, what is left of the group is killed
+ * when the task is forgotten.
  */
 int psid_task_signal(pid_t pid, int sig, uint32_t uid);
 

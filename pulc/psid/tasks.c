@@ -27,10 +27,13 @@
 #include "psid_int.h"
 #include "spawn_proto.h"
 
-#define LINE_MAX_BYTES  16384u        /* a longer line is forwarded in pieces */
-#define EXIT_GRACE_NS   1000000000ull /* wait this long for output after the exit */
-#define KILL_GRACE_NS   1000000000ull /* SIGTERM, then SIGKILL after this */
-#define OUT_BACKLOG_MAX (8u << 20)    /* stop reading a task's output while this is queued */
+#define LINE_MAX_BYTES 16384u        /* a longer line is forwarded in pieces */
+#define EXIT_GRACE_NS  1000000000ull /* wait this long for output after the exit */
+#define KILL_GRACE_NS  1000000000ull /* SIGTERM, then SIGKILL after this */
+/* Stop reading a task's output while this much waits for its spawner: twice the daemon
+ * link's window of frames, enough to keep it busy; more only delays the end of a killed job,
+ * whose exits come after all output queued before them. */
+#define OUT_BACKLOG_MAX (1u << 20)
 
 struct notice {
     uint16_t node;
@@ -52,6 +55,7 @@ struct task {
     size_t in_len, in_off;
     int in_eof;
     int exited, status;
+    int killed; /* a signal that ends tasks went to its group: SIGKILL what is left at the end */
     uint64_t start_ns, exit_ns, kill_at_ns;
     struct notice *notes;
     size_t nnotes;
@@ -141,10 +145,6 @@ static void child(const struct psid_spawn_req *r, const gid_t *groups, int ngrou
         if (s != SIGKILL && s != SIGSTOP)
             sigaction(s, &dfl, NULL);
     setsid();
-    /* A task psid can no longer forward or signal dies with it, unless detached. */
-    if (!(r->flags & PSPC_SPAWN_DETACHED) &&
-        (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != psid_pid))
-        child_fail(errpipe, ESRCH);
     if (dup2(errpipe, 3) < 0 || dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
         child_fail(errpipe, errno);
     fcntl(3, F_SETFD, FD_CLOEXEC);
@@ -155,6 +155,11 @@ static void child(const struct psid_spawn_req *r, const gid_t *groups, int ngrou
     } else if (getuid() != r->uid) {
         child_fail(3, EPERM);
     }
+    /* A task psid can no longer forward or signal dies with it, unless detached.  Set after
+     * the change of user: the kernel clears the parent-death signal when credentials change. */
+    if (!(r->flags & PSPC_SPAWN_DETACHED) &&
+        (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != psid_pid))
+        child_fail(3, ESRCH);
     if (bind_cpu >= 0) {
         cpu_set_t set;
         psid_core_cpuset(bind_cpu, &set);
@@ -390,17 +395,32 @@ void psid_task_stdin(pid_t pid, const void *data, uint32_t len, int eof)
     write_stdin(t);
 }
 
+/* Whether sig ends a process by default: such a signal to a task is meant for all of it. */
+static int ends_task(int sig)
+{
+    return sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
+
 int psid_task_signal(pid_t pid, int sig, uint32_t uid)
 {
     struct task *t = pid > 0 ? find(pid) : NULL;
-    if (!t || t->exited)
+    if (!t || (t->exited && sig == 0))
         return -ESRCH;
     if (sig < 0 || sig > SIGRTMAX)
         return -EINVAL;
     if (uid != 0 && uid != t->uid)
         return -EPERM;
-    if (kill(pid, sig) != 0)
-        return -errno;
+    /* To the task's process group (it is the leader, setsid in child()): a rank started
+     * through a shell or a wrapper is its child, and must get the signal too.  A leader that
+     * exited while its group lives on (its output still open) is reached the same way. */
+    if (kill(-pid, sig) != 0) {
+        if (t->exited)
+            return -ESRCH;
+        if (kill(pid, sig) != 0)
+            return -errno;
+    }
+    if (ends_task(sig))
+        t->killed = 1;
     psid_cstats.signals++;
     return 0;
 }
@@ -424,6 +444,7 @@ static void kill_task(struct task *t, uint64_t now)
         return;
     if (kill(-t->pid, SIGTERM) != 0)
         kill(t->pid, SIGTERM);
+    t->killed = 1;
     t->kill_at_ns = now + KILL_GRACE_NS;
     psid_cstats.orphans_killed++;
     if (t->in_fd >= 0) {
@@ -465,10 +486,16 @@ unsigned psid_task_pollfds(struct pollfd *pf, unsigned max)
     unsigned n = 0;
     for (size_t i = 0; i < nT; i++) {
         struct task *t = T[i];
-        /* Back-pressure: while the spawner's node has a lot queued, leave the pipes full
-         * so the task blocks instead of psid's memory growing. */
-        int hold = t->from_node != psid_g.node &&
-                   psid_dlink_queued(psid_g.dlink, t->from_node, PSID_CHAN_BULK) > OUT_BACKLOG_MAX;
+        /* Back-pressure: while a lot is queued for the spawner (on its node's daemon link,
+         * or on its connection here when it does not read: mpirun | less, stopped), leave the
+         * pipes full so the task blocks instead of psid's memory growing. */
+        int hold;
+        if (t->from_node != psid_g.node) {
+            hold = psid_dlink_queued(psid_g.dlink, t->from_node, PSID_CHAN_BULK) > OUT_BACKLOG_MAX;
+        } else {
+            const struct client *c = psid_client_by_key(t->key);
+            hold = c && c->out_len - c->out_off > OUT_BACKLOG_MAX;
+        }
         for (unsigned s = 0; s < 2 && !hold; s++)
             if (t->out_fd[s] >= 0 && n < max)
                 pf[n++] = (struct pollfd){t->out_fd[s], POLLIN, 0};
@@ -516,6 +543,11 @@ static void finish(size_t i)
     }
     if (t->in_fd >= 0)
         close(t->in_fd);
+    /* A killed task's group members that outlived its leader (a rank under a shell that
+     * ignores SIGTERM) go now.  Its pid cannot have come round again: the kernel keeps an id
+     * while a process group of that id has members. */
+    if (t->killed)
+        kill(-t->pid, SIGKILL);
     psid_deliver_exit(t->from_node, t->key, tid_of(t->pid), t->status, 0);
     for (size_t j = 0; j < t->nnotes; j++)
         psid_deliver_exit(t->notes[j].node, t->notes[j].key, tid_of(t->pid), t->status,
@@ -545,8 +577,8 @@ void psid_task_reap(void)
     uint64_t now = mcp_now_ns();
     for (size_t i = nT; i-- > 0;) {
         struct task *t = T[i];
-        if (t->kill_at_ns && !t->exited && now >= t->kill_at_ns) {
-            if (kill(-t->pid, SIGKILL) != 0)
+        if (t->kill_at_ns && now >= t->kill_at_ns) { /* the group too if the leader is gone */
+            if (kill(-t->pid, SIGKILL) != 0 && !t->exited)
                 kill(t->pid, SIGKILL);
             t->kill_at_ns = 0;
         }
@@ -592,6 +624,6 @@ unsigned psid_task_list(struct pspc_task *out, unsigned max)
 void psid_task_kill_all(void)
 {
     for (size_t i = 0; i < nT; i++)
-        if (!T[i]->exited && !(T[i]->flags & PSPC_SPAWN_DETACHED) && kill(-T[i]->pid, SIGKILL))
+        if (!(T[i]->flags & PSPC_SPAWN_DETACHED) && kill(-T[i]->pid, SIGKILL) && !T[i]->exited)
             kill(T[i]->pid, SIGKILL);
 }

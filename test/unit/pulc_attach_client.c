@@ -13,6 +13,9 @@
  *   pulc_attach_client unknownproto DST     send node DST one frame of a protocol nobody
  *                                           there handles (a HAL-level client's) and wait
  *                                           until the NIC acknowledged it
+ *   pulc_attach_client stall MS             (no attach) send psid 10 bytes of an INFO
+ *                                           request, print "stalled", wait MS ms, send the
+ *                                           rest and print "served node N" from the reply
  * Message i carries bytes (i * 131 + k * 7 + 1) & 0xff, its index in the first 4 bytes.
  * Built a second time with -DPULC_TEST_ABI_VERSION=99 to announce a foreign ABI version.
  * Exit: 0 ok, 1 failure (message on stderr); send and recv are killed by SIGALRM after 120 s.
@@ -29,7 +32,9 @@
 #include "hal.h"
 #include "mcp_env.h"
 #include "proto.h"
+#include "psk_client.h"
 #include "pulc.h"
+#include "settings.h"
 
 #define TIMEOUT_NS (30ull * 1000000000ull)
 
@@ -149,12 +154,51 @@ static int do_recv(uint8_t *want, uint16_t src, uint32_t n, uint32_t size, int r
     return 0;
 }
 
+/* A client that stops in the middle of its request, then finishes it: psid must serve the
+ * others meanwhile, and this one afterwards. */
+static int do_stall(unsigned ms)
+{
+    char err[256];
+    int fd = pulc_psk_connect(psp_setting_str("PSP_PSID_SOCKET"), err, sizeof err);
+    if (fd < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    struct psk_msg m = {PSK_MSG_MAGIC, PSK_ABI_VERSION, PSK_OP_INFO, 0, 0, 0};
+    const char *b = (const char *)&m;
+    if (write(fd, b, 10) != 10) {
+        perror("write");
+        return 1;
+    }
+    printf("stalled\n");
+    fflush(stdout);
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+    if (write(fd, b + 10, sizeof m - 10) != (ssize_t)(sizeof m - 10)) {
+        perror("write (the rest)");
+        return 1;
+    }
+    struct psk_msg rep;
+    struct psk_info in;
+    if (read(fd, &rep, sizeof rep) != (ssize_t)sizeof rep || rep.magic != PSK_MSG_MAGIC ||
+        rep.op != PSK_OP_INFO || rep.status != 0 || rep.len < sizeof in ||
+        read(fd, &in, sizeof in) != (ssize_t)sizeof in) {
+        fprintf(stderr, "no INFO reply after the stall (psid closed the connection?)\n");
+        return 1;
+    }
+    printf("served node %u\n", (unsigned)in.node_id);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s info | hold | send DST N SIZE | recv SRC N SIZE\n", argv[0]);
+        fprintf(stderr, "usage: %s info | hold | send DST N SIZE | recv SRC N SIZE | stall MS\n",
+                argv[0]);
         return 2;
     }
+    if (argc == 3 && !strcmp(argv[1], "stall"))
+        return do_stall((unsigned)atoi(argv[2]));
 #ifdef PULC_TEST_ABI_VERSION
     int rc = pulc_init_abi(PULC_TEST_ABI_VERSION);
 #else
