@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -266,6 +267,16 @@ static int free_udp_pair(void)
     return dflt; /* psid then says what is in the way */
 }
 
+static struct job *own_psid_job; /* for stop_own_psid_at_exit */
+static void stop_own_psid(struct job *j);
+
+/* Every way out of mpirun (an error after psid started, too) stops the psid it started. */
+static void stop_own_psid_at_exit(void)
+{
+    if (own_psid_job)
+        stop_own_psid(own_psid_job);
+}
+
 static void start_own_psid(struct job *j)
 {
     const char *nodes_file = psp_setting_str("PSP_NODES_FILE");
@@ -298,10 +309,14 @@ static void start_own_psid(struct job *j)
         snprintf(port, sizeof port, "%d", free_udp_pair());
         setenv("PSP_UDP_PORT", port, 1);
     }
+    pid_t parent = getpid();
     pid_t p = fork();
     if (p < 0)
         psp_fail_exit("fork: %s", strerror(errno));
     if (p == 0) {
+        /* Ends (SIGTERM: it kills its tasks and removes its socket) if mpirun is killed. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+            _exit(127);
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd >= 0) {
             dup2(fd, 1);
@@ -315,14 +330,18 @@ static void start_own_psid(struct job *j)
         _exit(127);
     }
     j->own_psid = p;
+    own_psid_job = j;
+    atexit(stop_own_psid_at_exit);
     /* A loaded machine can take seconds to start it: wait up to 10 s, and never leave it
      * behind holding the NIC's UDP port when it did not come up. */
     for (int i = 0; i < 1000; i++) {
         if (psid_reachable())
             return;
         int st;
-        if (waitpid(p, &st, WNOHANG) == p)
+        if (waitpid(p, &st, WNOHANG) == p) {
+            j->own_psid = 0; /* reaped; and its log stays for the user */
             psp_fail_exit("the psid I started (%s) exited; its log: %s", self, log);
+        }
         usleep(10000);
     }
     kill(p, SIGKILL);
@@ -526,8 +545,16 @@ static int run(struct job *j)
     double deadline = j->timeout_s ? now_s() + j->timeout_s : 0;
     int killing = result != 0;
     double kill_at = 0;
+    struct pollfd *pf = NULL; /* grows with the PMI connections: one per rank */
+    size_t pf_cap = 0;
     while (left) {
-        struct pollfd pf[3 + 4096];
+        if (pf_cap < 3 + (size_t)j->ncfd) {
+            pf_cap = 3 + (size_t)j->ncfd + 64;
+            struct pollfd *np = realloc(pf, pf_cap * sizeof *pf);
+            if (!np)
+                psp_fail_exit("out of memory for %d PMI connections", j->ncfd);
+            pf = np;
+        }
         int n = 0;
         pf[n++] = (struct pollfd){PSP_SpawnerFd(j->sp), POLLIN, 0};
         pf[n++] = (struct pollfd){j->listen_fd, POLLIN, 0};
@@ -537,7 +564,7 @@ static int run(struct job *j)
             pf[n++] = (struct pollfd){0, POLLIN, 0};
         }
         int first_conn = n;
-        for (int c = 0; c < j->ncfd && n < (int)(sizeof pf / sizeof pf[0]); c++)
+        for (int c = 0; c < j->ncfd; c++)
             pf[n++] = (struct pollfd){j->cfd[c], j->cfd[c] >= 0 ? POLLIN : 0, 0};
         int wait = PSP_SpawnerPending(j->sp) ? 0 : 200;
         poll(pf, (nfds_t)n, wait);
@@ -579,7 +606,7 @@ static int run(struct job *j)
                 fprintf(stderr,
                         "%s: rank %d called MPI_Abort (exit code %d)%s%s: killing the job\n", prog,
                         pmi_server_rank(j->pmi, c), code, msg && *msg ? ": " : "", msg ? msg : "");
-                result = code ? code : 1;
+                result = code & 0xff ? code & 0xff : 1; /* what exit() keeps, never 0 */
                 killing = 1;
                 kill_job(j, SIGKILL);
             } else if (ev == PMI_EV_ERROR) {
@@ -597,16 +624,27 @@ static int run(struct job *j)
                 stdin_open = 0;
             }
         }
+        /* A bounded number of events a round: ranks that print without pause must not keep
+         * signals, the timeout and PMI waiting (the next poll does not wait while more are
+         * pending). */
         PSP_Event_t ev;
-        int got;
-        while ((got = PSP_SpawnerEvent(j->sp, &ev, 0)) > 0) {
+        int got = 0;
+        for (int k = 0; k < 256 && (got = PSP_SpawnerEvent(j->sp, &ev, 0)) > 0; k++) {
             int r = 0;
             while (r < j->np && j->tids[r] != ev.tid)
                 r++;
             if (r == j->np)
                 continue;
             if (ev.kind == PSP_EVENT_OUTPUT) {
-                PSP_EventWrite(&ev, ev.stream == 2 ? 2 : 1, j->label ? r : -1);
+                int w = PSP_EventWrite(&ev, ev.stream == 2 ? 2 : 1, j->label ? r : -1);
+                if (w == -EPIPE && ev.stream != 2 && !killing) {
+                    /* mpirun | head: the reader is gone; end the job as a pipeline would. */
+                    fprintf(stderr, "%s: standard output closed: killing the job\n", prog);
+                    kill_job(j, SIGTERM);
+                    result = 128 + SIGPIPE;
+                    killing = 1;
+                    kill_at = now_s() + 1.0;
+                }
                 continue;
             }
             if (j->done[r])
@@ -634,6 +672,7 @@ static int run(struct job *j)
             break;
         }
     }
+    free(pf);
     PSP_SpawnerClose(j->sp);
     for (int c = 0; c < j->ncfd; c++)
         if (j->cfd[c] >= 0)
@@ -728,6 +767,8 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* the terminal or the ssh session went away */
+    sigaction(SIGQUIT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     int rc = run(&j);
     stop_own_psid(&j);

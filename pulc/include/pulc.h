@@ -416,8 +416,9 @@ int PSP_SpawnerEvent(PSP_Spawner_t *sp, PSP_Event_t *ev, int timeout_ms);
 int PSP_EventExitCode(const PSP_Event_t *ev);
 
 /*
- * Write an OUTPUT event's lines to fd, each prefixed "[rank] " when rank >= 0; a last line
- * without newline (end of stream) gets one.  0 or a negative errno of write().
+ * Write an OUTPUT event's bytes to fd as they are; when rank >= 0, each line prefixed
+ * "[rank] " and a last line without newline (end of stream, or a piece of a very long line)
+ * given one.  0 or a negative errno of write().
  */
 int PSP_EventWrite(const PSP_Event_t *ev, int fd, int rank);
 

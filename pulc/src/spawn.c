@@ -519,8 +519,8 @@ int PSP_EventWrite(const PSP_Event_t *ev, int fd, int rank)
             o += sprintf(o, "[%d] ", rank);
         memcpy(o, d, n);
         o += n;
-        if (!nl)
-            *o++ = '\n';
+        if (!nl && rank >= 0)
+            *o++ = '\n'; /* labelled: the next label starts a line of its own */
         d += n;
         left -= n;
     }

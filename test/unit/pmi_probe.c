@@ -3,8 +3,8 @@
  * mpirun without MPI: it announces itself (initack), puts a business card, meets the others at
  * a barrier, reads every other rank's card, checks PMI_process_mapping and a missing key, and
  * then does what argv[1] says: "ok" (finalize, exit 0), "abort" (rank 1 calls abort with exit
- * code 9), "crash" (rank 1 dies of SIGSEGV), "exit3" (rank 1 exits 3 without finalize),
- * "hang" (everyone sleeps until killed).
+ * code 9), "abort256" (the same with exit code 256), "crash" (rank 1 dies of SIGSEGV), "exit3"
+ * (rank 1 exits 3 without finalize), "hang" (everyone sleeps until killed).
  */
 #include <netdb.h>
 #include <signal.h>
@@ -130,6 +130,10 @@ int main(int argc, char **argv)
         return 98;
     if (!strcmp(mode, "abort") && rank == 1) {
         put_line("cmd=abort exitcode=9 message=probe aborts on purpose\n");
+        pause();
+    }
+    if (!strcmp(mode, "abort256") && rank == 1) { /* exit() would keep 0 of it */
+        put_line("cmd=abort exitcode=256 message=probe aborts with 256\n");
         pause();
     }
     if (!strcmp(mode, "crash") && rank == 1)
