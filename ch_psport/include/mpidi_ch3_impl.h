@@ -54,7 +54,7 @@ extern MPIDI_CH3_PktHandler_Fcn *MPIDI_CH3I_pktArray[MPIDI_CH3_PKT_END_ALL];
 int MPIDI_CH3I_VC_port(MPIDI_VC_t *vc, PSP_PortId *id);
 
 /* The eager limit (payload bytes) from PSP_EAGER_MAX and MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE;
- * -1 with a message in err when PSP_EAGER_MAX is not a number in range. */
+ * -1 with a message in err when the one that counts is not a number in 0..1 GiB. */
 int MPIDI_CH3I_Eager_limit(char *err, size_t errlen);
 
 /* ---- psport_send.c ---- */

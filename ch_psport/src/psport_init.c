@@ -32,8 +32,13 @@ static int cvar_eager_set(void)
 
 int MPIDI_CH3I_Eager_limit(char *err, size_t errlen)
 {
-    if (cvar_eager_set()) /* MPICH's setting, when given, is what the user meant */
-        return MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE;
+    if (cvar_eager_set()) { /* MPICH's setting, when given, is what the user meant */
+        if (MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE >= 0 && MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE <= 1 << 30)
+            return MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE;
+        snprintf(err, errlen, "MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE=%d: must be 0..%d",
+                 MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE, 1 << 30);
+        return -1;
+    }
     uint64_t v;
     if (psp_setting_u64("PSP_EAGER_MAX", 0, 1u << 30, &v, err, errlen))
         return -1;

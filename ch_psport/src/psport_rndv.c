@@ -54,8 +54,16 @@ int MPIDI_CH3I_Rndv_send(MPIR_Request **sreq_p, const void *buf, MPI_Aint count,
     int mpi_errno = MPI_SUCCESS;
     MPIR_Request *sreq = *sreq_p, *rts_sreq = NULL;
     MPIDI_VC_t *vc;
+    /* Refused here, on the sender's own call: CH3's rendezvous would send its RTS first and
+     * fail only at the data, leaving the receiver waiting for ever. */
+    if (data_sz > UINT32_MAX) { /* as for a failed RTS (below): the request goes */
+        MPIR_Request_free(sreq);
+        *sreq_p = NULL;
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_COUNT, "**psport_toolong", "**psport_toolong %L",
+                             (long long)data_sz);
+    }
     MPIDI_Comm_get_vc_set_active(comm, rank, &vc);
-    if (!dt_contig || data_sz > UINT32_MAX || shared_copy(vc, data_sz)) /* one PULC message */
+    if (!dt_contig || shared_copy(vc, data_sz)) /* one PULC message */
         return MPIDI_CH3_RndvSend(sreq_p, buf, count, datatype, dt_contig, data_sz, dt_true_lb,
                                   rank, tag, comm, context_offset);
 

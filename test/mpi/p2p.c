@@ -2,9 +2,10 @@
  * p2p — point-to-point correctness over the channel, for every size around the eager limit
  * and the PULC boundaries (0 B .. 16 MiB): blocking, expected and unexpected (probed first),
  * synchronous sends, non-contiguous send and receive types, truncation (MPI_ERR_TRUNCATE),
- * any-source from all ranks, and a thousand small messages in flight (order).  Every byte is
- * checked.  Rank 0 prints one "ok - p2p: ..." / "not ok - p2p: ..." line per check; exit 1
- * on any failure.  Usage: p2p [max_bytes] (default 16 MiB).
+ * a message over PULC's 4 GiB - 1 refused by the sender, any-source from all ranks, and a
+ * thousand small messages in flight (order).  Every byte is checked.  Rank 0 prints one
+ * "ok - p2p: ..." / "not ok - p2p: ..." line per check; exit 1 on any failure.
+ * Usage: p2p [max_bytes] (default 16 MiB).
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -204,6 +205,46 @@ static int truncation(void)
     return bad;
 }
 
+/* A message longer than a PULC message (4 GiB - 1) is refused on the sender's own call,
+ * MPI_Send and MPI_Isend alike, with MPI_ERR_COUNT; nothing reaches the receiver, which posts
+ * no receive (before, the sender's RTS went out and both waited for ever).  The buffer is
+ * never touched: it costs address space only. */
+static int too_long(void)
+{
+    int bad = 0;
+    if (rank != 0 || size < 2)
+        return 0;
+    MPI_Datatype mib;
+    MPI_Type_contiguous(1 << 20, MPI_BYTE, &mib);
+    MPI_Type_commit(&mib);
+    const int count = 4097; /* 4 GiB + 1 MiB */
+    void *b = malloc((size_t)count << 20);
+    if (!b) {
+        fprintf(stderr, "too_long: no address space for 4 GiB\n");
+        return 1;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    for (int how = 0; how < 2; how++) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc = how ? MPI_Isend(b, count, mib, 1, 77, MPI_COMM_WORLD, &req)
+                     : MPI_Send(b, count, mib, 1, 77, MPI_COMM_WORLD);
+        int cls = MPI_SUCCESS, len = 0;
+        char msg[MPI_MAX_ERROR_STRING] = "";
+        MPI_Error_class(rc, &cls);
+        MPI_Error_string(rc, msg, &len);
+        if (cls != MPI_ERR_COUNT || !strstr(msg, "longer than a PULC message") ||
+            req != MPI_REQUEST_NULL) {
+            fprintf(stderr, "too_long: %s: class %d, '%s'\n", how ? "MPI_Isend" : "MPI_Send", cls,
+                    msg);
+            bad = 1;
+        }
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Type_free(&mib);
+    free(b);
+    return bad;
+}
+
 /* Every rank sends to rank 0, which receives from MPI_ANY_SOURCE; per sender in order. */
 static int any_source(void)
 {
@@ -279,6 +320,8 @@ int main(int argc, char **argv)
     bad |= report(name, pairs());
     bad |= report("non-contiguous send and receive datatypes", noncontig());
     bad |= report("truncated receives report MPI_ERR_TRUNCATE", truncation());
+    bad |=
+        report("a message over 4 GiB - 1 refused on the sender's call (MPI_ERR_COUNT)", too_long());
     bad |= report("MPI_ANY_SOURCE from every rank, order per sender", any_source());
     bad |= report("1000 small messages in flight around a ring", flood());
     MPI_Finalize();
