@@ -400,6 +400,12 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         psid_task_orphans(src, m.key);
         break;
     }
+    case PSID_M_HOLD: {
+        struct psid_m_hold m;
+        memcpy(&m, data, sizeof m);
+        psid_task_hold(src, m.key, (int)m.hold);
+        break;
+    }
     default:
         break;
     }
@@ -425,9 +431,38 @@ static void alive_round(uint64_t now)
     C.last_alive_ns = now;
 }
 
+#define HOLD_RESEND_NS 200000000ull /* while held: again now and then, for tasks started since */
+
+/*
+ * Flow control of output to a spawner that does not read (mpirun | less, stopped): once
+ * PSID_OUT_BACKLOG_MAX waits on its connection, the other nodes hold its tasks' output (their
+ * pipes fill and the tasks block), until half of it is written; tasks on this node are held
+ * by psid_task_pollfds() itself.
+ */
+static void output_flow(uint64_t now)
+{
+    for (unsigned i = 0; i < psid_client_count(); i++) {
+        struct client *c = psid_client_at(i);
+        if (!c->spawner)
+            continue;
+        size_t q = c->out_len - c->out_off;
+        int hold = c->output_held ? q > PSID_OUT_BACKLOG_MAX / 2 : q > PSID_OUT_BACKLOG_MAX;
+        if (hold == c->output_held && !(hold && now - c->hold_sent_ns >= HOLD_RESEND_NS))
+            continue;
+        struct psid_m_hold m = {c->key, (uint32_t)hold};
+        for (uint16_t n = 0; n < count(); n++)
+            if (C.n[n].up && n != psid_g.node)
+                psid_dlink_send(psid_g.dlink, n, PSID_CHAN_URGENT, PSID_M_HOLD, &m, sizeof m, NULL,
+                                0);
+        c->output_held = (uint8_t)hold;
+        c->hold_sent_ns = now;
+    }
+}
+
 int psid_cluster_run(void)
 {
     uint64_t now = now_ns();
+    output_flow(now);
     if (!C.last_alive_ns || now - C.last_alive_ns >= C.alive_ns)
         alive_round(now);
     for (uint16_t n = 0; n < count(); n++)

@@ -26,6 +26,8 @@ static uint32_t fixed_size(uint16_t type)
         return sizeof(struct psid_m_signal);
     case PSID_M_ORPHANS:
         return sizeof(struct psid_m_orphans);
+    case PSID_M_HOLD:
+        return sizeof(struct psid_m_hold);
     default:
         return 0;
     }
@@ -67,6 +69,11 @@ int psid_dmsg_check(uint16_t type, const void *data, uint32_t len)
         struct psid_m_signal s;
         memcpy(&s, data, sizeof s);
         return len == fixed && s.pid > 0 && s.sig >= 0 && s.sig < 65 ? 0 : -1;
+    }
+    case PSID_M_HOLD: {
+        struct psid_m_hold h;
+        memcpy(&h, data, sizeof h);
+        return len == fixed && h.hold <= 1 ? 0 : -1;
     }
     default:
         return len == fixed ? 0 : -1;

@@ -22,6 +22,7 @@ enum psid_dmsg_type {
     PSID_M_SIGNAL = 7,  /* struct psid_m_signal */
     PSID_M_NOTIFY = 8,  /* struct psid_m_signal (sig 0): tell me when this task dies */
     PSID_M_ORPHANS = 9, /* struct psid_m_orphans: the spawner is gone, kill its tasks */
+    PSID_M_HOLD = 10,   /* struct psid_m_hold: stop / go on reading its tasks' output */
     PSID_M_TYPES
 };
 
@@ -80,6 +81,13 @@ struct psid_m_signal {
 struct psid_m_orphans {
     uint32_t key;
     uint32_t pad;
+};
+
+/* The spawner `key` of the sending node has much output waiting (it does not read): hold
+ * (1) or read again (0) the output of its tasks on the receiving node. */
+struct psid_m_hold {
+    uint32_t key;
+    uint32_t hold;
 };
 
 /*

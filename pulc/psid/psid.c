@@ -71,6 +71,7 @@ static struct psid {
     struct mcp_fault_cfg fault;  /* of the NIC link; the daemon link injects the same */
     struct client conn[MAX_CONNS];
     unsigned nconn;
+    size_t in_total; /* request buffers of all clients (serve()) */
     uint32_t next_key;
     volatile int stop_nic;
 } S;
@@ -713,6 +714,9 @@ static int serve_one(struct client *c, const struct psk_msg *m, const char *payl
     return serve_device(c, m, payload);
 }
 
+#define IN_TOTAL_MAX (256u << 20) /* all clients' unfinished requests together */
+#define IN_KEEP      (64u << 10)  /* a larger buffer is freed once its requests are served */
+
 /*
  * Take what the client sent, without blocking, and serve each whole request in it: a client
  * that stops in the middle of a request (stopped, or sending slowly) must not stall psid,
@@ -723,11 +727,19 @@ static int serve(struct client *c)
     const size_t most = sizeof(struct psk_msg) + PSID_DMSG_MAX - 4096;
     if (c->in_cap - c->in_len < 4096 && c->in_cap < most) {
         size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
-        char *nb = realloc(c->in, cap < most ? cap : most);
+        if (cap > most)
+            cap = most;
+        if (S.in_total + (cap - c->in_cap) > IN_TOTAL_MAX) { /* many clients sending slowly */
+            PSP_WARN("pid %ld: closing it: the unfinished requests of all clients hold %zu bytes",
+                     (long)c->pid, S.in_total);
+            return -1;
+        }
+        char *nb = realloc(c->in, cap);
         if (!nb)
             return -1;
+        S.in_total += cap - c->in_cap;
         c->in = nb;
-        c->in_cap = cap < most ? cap : most;
+        c->in_cap = cap;
     }
     ssize_t r;
     do
@@ -762,6 +774,12 @@ static int serve(struct client *c)
     }
     memmove(c->in, c->in + off, c->in_len - off);
     c->in_len -= off;
+    if (!c->in_len && c->in_cap > IN_KEEP) { /* one big request (a spawn): not kept for ever */
+        free(c->in);
+        S.in_total -= c->in_cap;
+        c->in = NULL;
+        c->in_cap = 0;
+    }
     return rc < 0 ? -1 : 0;
 }
 
@@ -825,6 +843,7 @@ static void drop_client(unsigned i)
     psid_cluster_client_gone(c);
     free(c->out);
     free(c->in);
+    S.in_total -= c->in_cap;
     close(c->fd);
     S.conn[i] = S.conn[--S.nconn];
 }

@@ -51,7 +51,15 @@ struct client {
     size_t out_len, out_off, out_cap;
     char *in; /* bytes of requests read so far (non-blocking reads) */
     size_t in_len, in_cap;
+    uint8_t output_held;   /* the other nodes were told to hold its tasks' output */
+    uint64_t hold_sent_ns; /* when they were told last */
 };
+
+/* Stop reading a task's output while this much waits for its spawner (on the daemon link to
+ * its node, or on its connection): twice the daemon link's window of frames, enough to keep
+ * it busy; more only delays the end of a killed job, whose exits come after all output
+ * queued before them. */
+#define PSID_OUT_BACKLOG_MAX (1u << 20)
 
 /* psid's state the modules share (defined in psid.c). */
 struct psid_shared {
@@ -147,9 +155,9 @@ unsigned psid_task_count(void);
 
 /*
  * Signal task pid and its process group on behalf of uid: 0, -ESRCH (not a task of ours,
- * or ended with nothing of its group left), -EPERM (kill()'s rule: uid 0 or the task's uid),
- * -EINVAL (bad signal).  After a signal that ends tasks, what is left of the group is killed
- * when the task is forgotten.
+ * or ended with nothing of its group left), -EPERM (uid neither 0 nor the task's; group
+ * members are not checked one by one), -EINVAL (bad signal).  After a signal that ends
+ * tasks, what is left of the group is killed when the task is forgotten.
  */
 int psid_task_signal(pid_t pid, int sig, uint32_t uid);
 
@@ -161,6 +169,9 @@ void psid_task_stdin(pid_t pid, const void *data, uint32_t len, int eof);
 
 /* Kill the non-detached tasks of spawner (node, key): SIGTERM, SIGKILL after a grace. */
 void psid_task_orphans(uint16_t node, uint32_t key);
+
+/* The spawner (node, key) asks to hold (1) or read again (0) its tasks' output here. */
+void psid_task_hold(uint16_t node, uint32_t key, int hold);
 
 /* Node died: kill orphans of its spawners, forget notifications for it. */
 void psid_task_node_died(uint16_t node);

@@ -30,10 +30,6 @@
 #define LINE_MAX_BYTES 16384u        /* a longer line is forwarded in pieces */
 #define EXIT_GRACE_NS  1000000000ull /* wait this long for output after the exit */
 #define KILL_GRACE_NS  1000000000ull /* SIGTERM, then SIGKILL after this */
-/* Stop reading a task's output while this much waits for its spawner: twice the daemon
- * link's window of frames, enough to keep it busy; more only delays the end of a killed job,
- * whose exits come after all output queued before them. */
-#define OUT_BACKLOG_MAX (1u << 20)
 
 struct notice {
     uint16_t node;
@@ -56,6 +52,7 @@ struct task {
     int in_eof;
     int exited, status;
     int killed; /* a signal that ends tasks went to its group: SIGKILL what is left at the end */
+    int held;   /* its spawner's node asked to hold its output (PSID_M_HOLD) */
     uint64_t start_ns, exit_ns, kill_at_ns;
     struct notice *notes;
     size_t nnotes;
@@ -453,6 +450,13 @@ static void kill_task(struct task *t, uint64_t now)
     }
 }
 
+void psid_task_hold(uint16_t node, uint32_t key, int hold)
+{
+    for (size_t i = 0; i < nT; i++)
+        if (T[i]->from_node == node && T[i]->key == key)
+            T[i]->held = hold;
+}
+
 void psid_task_orphans(uint16_t node, uint32_t key)
 {
     uint64_t now = mcp_now_ns();
@@ -491,10 +495,11 @@ unsigned psid_task_pollfds(struct pollfd *pf, unsigned max)
          * pipes full so the task blocks instead of psid's memory growing. */
         int hold;
         if (t->from_node != psid_g.node) {
-            hold = psid_dlink_queued(psid_g.dlink, t->from_node, PSID_CHAN_BULK) > OUT_BACKLOG_MAX;
+            hold = t->held || psid_dlink_queued(psid_g.dlink, t->from_node, PSID_CHAN_BULK) >
+                                  PSID_OUT_BACKLOG_MAX;
         } else {
             const struct client *c = psid_client_by_key(t->key);
-            hold = c && c->out_len - c->out_off > OUT_BACKLOG_MAX;
+            hold = c && c->out_len - c->out_off > PSID_OUT_BACKLOG_MAX;
         }
         for (unsigned s = 0; s < 2 && !hold; s++)
             if (t->out_fd[s] >= 0 && n < max)
@@ -544,8 +549,9 @@ static void finish(size_t i)
     if (t->in_fd >= 0)
         close(t->in_fd);
     /* A killed task's group members that outlived its leader (a rank under a shell that
-     * ignores SIGTERM) go now.  Its pid cannot have come round again: the kernel keeps an id
-     * while a process group of that id has members. */
+     * ignores SIGTERM) go now.  The kernel keeps the id while the group has members; an empty
+     * group's id could only come round to a new group leader within the 1 s grace after a
+     * whole wrap of the pid numbers. */
     if (t->killed)
         kill(-t->pid, SIGKILL);
     psid_deliver_exit(t->from_node, t->key, tid_of(t->pid), t->status, 0);

@@ -1179,6 +1179,8 @@ static uint32_t fixed_of(uint16_t type)
         return sizeof(struct psid_m_signal);
     case PSID_M_ORPHANS:
         return sizeof(struct psid_m_orphans);
+    case PSID_M_HOLD:
+        return sizeof(struct psid_m_hold);
     default:
         return 0;
     }
@@ -1188,7 +1190,8 @@ static uint32_t fixed_of(uint16_t type)
 static int exact_size(uint16_t type)
 {
     return type == PSID_M_ALIVE || type == PSID_M_REPLY || type == PSID_M_EXIT ||
-           type == PSID_M_SIGNAL || type == PSID_M_NOTIFY || type == PSID_M_ORPHANS;
+           type == PSID_M_SIGNAL || type == PSID_M_NOTIFY || type == PSID_M_ORPHANS ||
+           type == PSID_M_HOLD;
 }
 
 #define DMSG_BUF 4096
@@ -1262,6 +1265,13 @@ static uint32_t make_valid(uint64_t *rs, uint16_t type, uint8_t *buf)
         s.pid = rand_pid(rs);
         s.sig = (int32_t)below(rs, 65);
         memcpy(buf, &s, sizeof s);
+        return fixed;
+    }
+    case PSID_M_HOLD: {
+        struct psid_m_hold h;
+        memcpy(&h, buf, sizeof h);
+        h.hold = below(rs, 2);
+        memcpy(buf, &h, sizeof h);
         return fixed;
     }
     default: /* ALIVE, REPLY, ORPHANS: any bytes */
@@ -1414,6 +1424,14 @@ static void mutate(uint64_t *rs, uint16_t type, uint8_t *buf, uint32_t *len, con
         s.sig = sigs[below(rs, 5)];
         memcpy(buf, &s, sizeof s);
         *what = "bad signal number";
+        return;
+    }
+    case PSID_M_HOLD: {
+        struct psid_m_hold h;
+        memcpy(&h, buf, sizeof h);
+        h.hold = 2 + below(rs, 0xfffffff0u);
+        memcpy(buf, &h, sizeof h);
+        *what = "hold > 1";
         return;
     }
     default: /* ALIVE, REPLY, ORPHANS: only the length can be wrong */
