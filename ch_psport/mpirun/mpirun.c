@@ -636,6 +636,10 @@ static int run(struct job *j)
             if (r == j->np)
                 continue;
             if (ev.kind == PSP_EVENT_OUTPUT) {
+                /* Stopped by the user (Ctrl-C, SIGTERM, SIGHUP): what is still queued is
+                 * dropped, not waited for (a reader that stopped, or a flood of it). */
+                if (got_signal)
+                    continue;
                 int w = PSP_EventWrite(&ev, ev.stream == 2 ? 2 : 1, j->label ? r : -1);
                 if (w == -EPIPE && ev.stream != 2 && !killing) {
                     /* mpirun | head: the reader is gone; end the job as a pipeline would. */
@@ -772,5 +776,6 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     int rc = run(&j);
     stop_own_psid(&j);
+    own_psid_job = NULL; /* j is main's: exit() runs the handler after main returned */
     return rc;
 }

@@ -418,7 +418,8 @@ int PSP_EventExitCode(const PSP_Event_t *ev);
 /*
  * Write an OUTPUT event's bytes to fd as they are; when rank >= 0, each line prefixed
  * "[rank] " and a last line without newline (end of stream, or a piece of a very long line)
- * given one.  0 or a negative errno of write().
+ * given one.  0 or a negative errno of write(): -EINTR when a signal the caller catches
+ * came while fd was not taking the bytes (the rest of the event is then not written).
  */
 int PSP_EventWrite(const PSP_Event_t *ev, int fd, int rank);
 

@@ -485,13 +485,12 @@ int PSP_EventExitCode(const PSP_Event_t *ev)
     return 255;
 }
 
-/* Write all of buf to fd. */
+/* Write all of buf to fd; a signal caught while the reader is not reading ends it (-EINTR):
+ * the caller's handler has something to do (mpirun: Ctrl-C under `| less`, stopped). */
 static int write_all(int fd, const char *buf, size_t n)
 {
     while (n) {
         ssize_t w = write(fd, buf, n);
-        if (w < 0 && errno == EINTR)
-            continue;
         if (w < 0)
             return -errno;
         buf += w;
