@@ -435,9 +435,8 @@ static void alive_round(uint64_t now)
 
 /*
  * Flow control of output to a spawner that does not read (mpirun | less, stopped): once
- * PSID_OUT_BACKLOG_MAX waits on its connection, the other nodes hold its tasks' output (their
- * pipes fill and the tasks block), until half of it is written; tasks on this node are held
- * by psid_task_pollfds() itself.
+ * PSID_OUT_BACKLOG_MAX waits on its connection, its tasks' output is held here and on the
+ * other nodes (their pipes fill and the tasks block), until half of it is written.
  */
 static void output_flow(uint64_t now)
 {
@@ -449,6 +448,7 @@ static void output_flow(uint64_t now)
         int hold = c->output_held ? q > PSID_OUT_BACKLOG_MAX / 2 : q > PSID_OUT_BACKLOG_MAX;
         if (hold == c->output_held && !(hold && now - c->hold_sent_ns >= HOLD_RESEND_NS))
             continue;
+        psid_task_hold(psid_g.node, c->key, hold);
         struct psid_m_hold m = {c->key, (uint32_t)hold};
         for (uint16_t n = 0; n < count(); n++)
             if (C.n[n].up && n != psid_g.node)

@@ -704,7 +704,8 @@ static int do_map(struct client *c)
 
 static int serve_device(struct client *c, const struct psk_msg *mp, const char *payload);
 
-/* Serve one whole request (m, then its payload, aligned). Returns -1 to close the connection. */
+/* Serve one whole request (m, then its payload; handlers copy fields out of it, so it needs
+ * no alignment). Returns -1 to close the connection. */
 static int serve_one(struct client *c, const struct psk_msg *m, const char *payload)
 {
     if (psid_cluster_is_op(m->op))
@@ -714,8 +715,9 @@ static int serve_one(struct client *c, const struct psk_msg *m, const char *payl
     return serve_device(c, m, payload);
 }
 
-#define IN_TOTAL_MAX (256u << 20) /* all clients' unfinished requests together */
-#define IN_KEEP      (64u << 10)  /* a larger buffer is freed once its requests are served */
+#define REQ_MAX      (PSID_DMSG_MAX - 4096) /* a request's payload (it may go on a daemon link) */
+#define IN_TOTAL_MAX (256u << 20)           /* all clients' unfinished requests together */
+#define IN_KEEP      (64u << 10) /* a larger buffer is freed once its requests are served */
 
 /*
  * Take what the client sent, without blocking, and serve each whole request in it: a client
@@ -724,7 +726,7 @@ static int serve_one(struct client *c, const struct psk_msg *m, const char *payl
  */
 static int serve(struct client *c)
 {
-    const size_t most = sizeof(struct psk_msg) + PSID_DMSG_MAX - 4096;
+    const size_t most = sizeof(struct psk_msg) + REQ_MAX;
     if (c->in_cap - c->in_len < 4096 && c->in_cap < most) {
         size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
         if (cap > most)
@@ -755,22 +757,15 @@ static int serve(struct client *c)
     while (rc >= 0 && c->in_len - off >= sizeof(struct psk_msg)) {
         struct psk_msg m;
         memcpy(&m, c->in + off, sizeof m);
-        if (m.magic != PSK_MSG_MAGIC || m.len > PSID_DMSG_MAX - 4096) {
+        if (m.magic != PSK_MSG_MAGIC || m.len > REQ_MAX) {
             PSP_WARN("pid %ld sent a malformed request (magic 0x%08x, %u bytes): closing",
                      (long)c->pid, m.magic, m.len);
             return -1;
         }
         if (c->in_len - off < sizeof m + m.len)
             break; /* the rest comes later */
-        _Alignas(16) char small[4096];
-        char *payload = m.len > sizeof small ? malloc(m.len) : small;
-        if (!payload)
-            return -1;
-        memcpy(payload, c->in + off + sizeof m, m.len);
+        rc = serve_one(c, &m, c->in + off + sizeof m);
         off += sizeof m + m.len;
-        rc = serve_one(c, &m, payload);
-        if (payload != small)
-            free(payload);
     }
     memmove(c->in, c->in + off, c->in_len - off);
     c->in_len -= off;

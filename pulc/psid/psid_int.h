@@ -51,7 +51,7 @@ struct client {
     size_t out_len, out_off, out_cap;
     char *in; /* bytes of requests read so far (non-blocking reads) */
     size_t in_len, in_cap;
-    uint8_t output_held;   /* the other nodes were told to hold its tasks' output */
+    uint8_t output_held;   /* its tasks' output is held, here and on the other nodes */
     uint64_t hold_sent_ns; /* when they were told last */
 };
 

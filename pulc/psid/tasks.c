@@ -52,7 +52,7 @@ struct task {
     int in_eof;
     int exited, status;
     int killed; /* a signal that ends tasks went to its group: SIGKILL what is left at the end */
-    int held;   /* its spawner's node asked to hold its output (PSID_M_HOLD) */
+    int held;   /* its spawner's psid asked to hold its output (output_flow, PSID_M_HOLD) */
     uint64_t start_ns, exit_ns, kill_at_ns;
     struct notice *notes;
     size_t nnotes;
@@ -490,17 +490,12 @@ unsigned psid_task_pollfds(struct pollfd *pf, unsigned max)
     unsigned n = 0;
     for (size_t i = 0; i < nT; i++) {
         struct task *t = T[i];
-        /* Back-pressure: while a lot is queued for the spawner (on its node's daemon link,
-         * or on its connection here when it does not read: mpirun | less, stopped), leave the
+        /* Back-pressure: while a lot is queued for the spawner (on the daemon link to its
+         * node, or on its connection: then the spawner's psid says so, PSID_M_HOLD), leave the
          * pipes full so the task blocks instead of psid's memory growing. */
-        int hold;
-        if (t->from_node != psid_g.node) {
-            hold = t->held || psid_dlink_queued(psid_g.dlink, t->from_node, PSID_CHAN_BULK) >
-                                  PSID_OUT_BACKLOG_MAX;
-        } else {
-            const struct client *c = psid_client_by_key(t->key);
-            hold = c && c->out_len - c->out_off > PSID_OUT_BACKLOG_MAX;
-        }
+        int hold = t->held || (t->from_node != psid_g.node &&
+                               psid_dlink_queued(psid_g.dlink, t->from_node, PSID_CHAN_BULK) >
+                                   PSID_OUT_BACKLOG_MAX);
         for (unsigned s = 0; s < 2 && !hold; s++)
             if (t->out_fd[s] >= 0 && n < max)
                 pf[n++] = (struct pollfd){t->out_fd[s], POLLIN, 0};
