@@ -559,7 +559,9 @@ static int run(struct job *j)
         pf[n++] = (struct pollfd){PSP_SpawnerFd(j->sp), POLLIN, 0};
         pf[n++] = (struct pollfd){j->listen_fd, POLLIN, 0};
         int stdin_slot = -1;
-        if (stdin_open) {
+        /* stdin is read only while little of it waits for rank 0: a rank 0 that does not
+         * read holds mpirun back, instead of its psid's memory growing */
+        if (stdin_open && PSP_SpawnerStdinQueued(j->sp) < PSP_SPAWNER_STDIN_WINDOW) {
             stdin_slot = n;
             pf[n++] = (struct pollfd){0, POLLIN, 0};
         }
@@ -774,6 +776,7 @@ int main(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL); /* the terminal or the ssh session went away */
     sigaction(SIGQUIT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    PSP_EventWriteStopOn(&got_signal); /* after Ctrl-C no write waits for a stopped reader */
     int rc = run(&j);
     stop_own_psid(&j);
     own_psid_job = NULL; /* j is main's: exit() runs the handler after main returned */

@@ -11,6 +11,7 @@
 #ifndef PSPORT_PULC_H
 #define PSPORT_PULC_H
 
+#include <signal.h> /* sig_atomic_t */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -423,8 +424,31 @@ int PSP_EventExitCode(const PSP_Event_t *ev);
  */
 int PSP_EventWrite(const PSP_Event_t *ev, int fd, int rank);
 
-/* Feed len bytes to the stdin of task tid (spawned with PSP_SPAWN_STDIN); eof closes it. */
+/*
+ * A flag the caller's signal handler sets when a signal means to stop writing output (mpirun:
+ * Ctrl-C, SIGTERM): PSP_EventWrite then also ends a write the signal cut short after some of
+ * its bytes went, with -EINTR, instead of writing the rest (which blocks while the reader is
+ * stopped).  NULL (the default): the rest is written.
+ */
+void PSP_EventWriteStopOn(volatile sig_atomic_t *flag);
+
+/*
+ * Feed len bytes to the stdin of task tid (spawned with PSP_SPAWN_STDIN); eof closes it.  The
+ * bytes wait on the task's node until its pipe takes them: a feeder keeps
+ * PSP_SpawnerStdinQueued() below PSP_SPAWNER_STDIN_WINDOW, so that a task that does not read
+ * holds its feeder back instead of making psid's memory grow.
+ */
 int PSP_SpawnerStdin(PSP_Spawner_t *sp, PSP_TaskId_t tid, const void *data, size_t len, int eof);
+
+/* Stdin bytes a feeder keeps in flight at most (flow control of PSP_SpawnerStdin). */
+#define PSP_SPAWNER_STDIN_WINDOW (1u << 20)
+
+/*
+ * Bytes given to PSP_SpawnerStdin that the tasks' nodes have not yet written into the tasks'
+ * stdin (or dropped, as a task closed it).  It falls as PSP_SpawnerEvent reads psid's word on
+ * them; bytes sent to a task that has ended stay counted.
+ */
+uint64_t PSP_SpawnerStdinQueued(const PSP_Spawner_t *sp);
 
 /*
  * Send signal sig to task tid as kill() would: 0, -ESRCH (no such task), -EPERM (another

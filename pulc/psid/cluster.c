@@ -146,6 +146,26 @@ static void client_exit(struct client *c, uint64_t tid, int32_t status, uint32_t
     psid_client_queue(c, PSPC_OP_EV_EXIT, 0, &e, sizeof e, NULL, 0);
 }
 
+static void client_stdin_taken(struct client *c, uint64_t tid, uint64_t bytes)
+{
+    struct pspc_stdin_taken s = {tid, bytes};
+    psid_client_queue(c, PSPC_OP_EV_STDIN, 0, &s, sizeof s, NULL, 0);
+}
+
+void psid_deliver_stdin_taken(uint16_t node, uint32_t key, uint64_t tid, uint64_t bytes)
+{
+    if (node == psid_g.node) {
+        struct client *c = psid_client_by_key(key);
+        if (c)
+            client_stdin_taken(c, tid, bytes);
+        return;
+    }
+    struct psid_m_stdin_taken m = {key, (int32_t)(uint32_t)tid, bytes};
+    if (C.n[node].up)
+        psid_dlink_send(psid_g.dlink, node, PSID_CHAN_BULK, PSID_M_STDIN_TAKEN, &m, sizeof m, NULL,
+                        0);
+}
+
 void psid_deliver_output(uint16_t node, uint32_t key, uint64_t tid, uint32_t stream,
                          const void *data, uint32_t len)
 {
@@ -404,6 +424,14 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         struct psid_m_hold m;
         memcpy(&m, data, sizeof m);
         psid_task_hold(src, m.key, (int)m.hold);
+        break;
+    }
+    case PSID_M_STDIN_TAKEN: {
+        struct psid_m_stdin_taken m;
+        memcpy(&m, data, sizeof m);
+        struct client *c = psid_client_by_key(m.key);
+        if (c)
+            client_stdin_taken(c, ((uint64_t)src << 32) | (uint32_t)m.pid, m.bytes);
         break;
     }
     default:

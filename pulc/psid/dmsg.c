@@ -28,6 +28,8 @@ static uint32_t fixed_size(uint16_t type)
         return sizeof(struct psid_m_orphans);
     case PSID_M_HOLD:
         return sizeof(struct psid_m_hold);
+    case PSID_M_STDIN_TAKEN:
+        return sizeof(struct psid_m_stdin_taken);
     default:
         return 0;
     }
@@ -74,6 +76,11 @@ int psid_dmsg_check(uint16_t type, const void *data, uint32_t len)
         struct psid_m_hold h;
         memcpy(&h, data, sizeof h);
         return len == fixed && h.hold <= 1 ? 0 : -1;
+    }
+    case PSID_M_STDIN_TAKEN: {
+        struct psid_m_stdin_taken s;
+        memcpy(&s, data, sizeof s);
+        return len == fixed && s.pid > 0 ? 0 : -1;
     }
     default:
         return len == fixed ? 0 : -1;

@@ -13,16 +13,17 @@
 #include "spawn_proto.h"
 
 enum psid_dmsg_type {
-    PSID_M_ALIVE = 1,   /* struct psid_m_alive, every alive interval to every node */
-    PSID_M_SPAWN = 2,   /* struct psid_m_spawn + strings: start a task here */
-    PSID_M_REPLY = 3,   /* struct psid_m_reply: answer to SPAWN, SIGNAL, NOTIFY */
-    PSID_M_OUTPUT = 4,  /* struct psid_m_task + whole lines, to the spawner's node (bulk) */
-    PSID_M_EXIT = 5,    /* struct psid_m_exit, to the spawner's node and those notified */
-    PSID_M_STDIN = 6,   /* struct psid_m_stdin + data, to the task's node (bulk) */
-    PSID_M_SIGNAL = 7,  /* struct psid_m_signal */
-    PSID_M_NOTIFY = 8,  /* struct psid_m_signal (sig 0): tell me when this task dies */
-    PSID_M_ORPHANS = 9, /* struct psid_m_orphans: the spawner is gone, kill its tasks */
-    PSID_M_HOLD = 10,   /* struct psid_m_hold: stop / go on reading its tasks' output */
+    PSID_M_ALIVE = 1,        /* struct psid_m_alive, every alive interval to every node */
+    PSID_M_SPAWN = 2,        /* struct psid_m_spawn + strings: start a task here */
+    PSID_M_REPLY = 3,        /* struct psid_m_reply: answer to SPAWN, SIGNAL, NOTIFY */
+    PSID_M_OUTPUT = 4,       /* struct psid_m_task + whole lines, to the spawner's node (bulk) */
+    PSID_M_EXIT = 5,         /* struct psid_m_exit, to the spawner's node and those notified */
+    PSID_M_STDIN = 6,        /* struct psid_m_stdin + data, to the task's node (bulk) */
+    PSID_M_SIGNAL = 7,       /* struct psid_m_signal */
+    PSID_M_NOTIFY = 8,       /* struct psid_m_signal (sig 0): tell me when this task dies */
+    PSID_M_ORPHANS = 9,      /* struct psid_m_orphans: the spawner is gone, kill its tasks */
+    PSID_M_HOLD = 10,        /* struct psid_m_hold: stop / go on reading its tasks' output */
+    PSID_M_STDIN_TAKEN = 11, /* struct psid_m_stdin_taken, to the spawner's node (bulk) */
     PSID_M_TYPES
 };
 
@@ -68,6 +69,15 @@ struct psid_m_exit {
 struct psid_m_stdin {
     int32_t pid;
     uint32_t eof;
+};
+
+/* Bytes of a task's stdin its node is done with (written into the task's pipe, or dropped
+ * because the task closed it): to the connection `key` of the receiving node, which may
+ * send that much more (flow control of stdin, PSPC_OP_EV_STDIN). */
+struct psid_m_stdin_taken {
+    uint32_t key;
+    int32_t pid;
+    uint64_t bytes;
 };
 
 struct psid_m_signal {

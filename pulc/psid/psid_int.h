@@ -116,6 +116,10 @@ void psid_deliver_output(uint16_t node, uint32_t key, uint64_t tid, uint32_t str
 /* Exit of task tid for connection `key` of node `node`, behind the task's output. */
 void psid_deliver_exit(uint16_t node, uint32_t key, uint64_t tid, int32_t status, uint32_t flags);
 
+/* `bytes` of the stdin that connection `key` of node `node` sent to task tid are done with
+ * (written into its pipe, or dropped): the spawner may send that much more. */
+void psid_deliver_stdin_taken(uint16_t node, uint32_t key, uint64_t tid, uint64_t bytes);
+
 /* Whether op is one of the cluster operations. */
 int psid_cluster_is_op(uint32_t op);
 

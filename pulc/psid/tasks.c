@@ -343,21 +343,38 @@ static void read_output(struct task *t, unsigned s)
     }
 }
 
+/* Tell the spawner that `bytes` of its stdin data are done with: it sends more only then
+ * (PSPC_OP_EV_STDIN), so what waits here for a task that does not read stays bounded. */
+static void stdin_taken(const struct task *t, uint64_t bytes)
+{
+    if (bytes)
+        psid_deliver_stdin_taken(t->from_node, t->key, tid_of(t->pid), bytes);
+}
+
+/* Write what waits into the task's stdin as far as its pipe takes it; once the task has
+ * closed its stdin, what waits is dropped. */
 static void write_stdin(struct task *t)
 {
+    uint64_t done = 0;
     while (t->in_fd >= 0 && t->in_off < t->in_len) {
         ssize_t w = write(t->in_fd, t->in_buf + t->in_off, t->in_len - t->in_off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && errno == EAGAIN)
-            return;
+            break;
         if (w < 0) { /* the task closed its stdin: drop the rest */
             close(t->in_fd);
             t->in_fd = -1;
             break;
         }
         t->in_off += (size_t)w;
+        done += (uint64_t)w;
     }
+    if (t->in_fd < 0) {
+        done += t->in_len - t->in_off;
+        t->in_off = t->in_len;
+    }
+    stdin_taken(t, done);
     if (t->in_off == t->in_len) {
         t->in_off = t->in_len = 0;
         if (t->in_eof && t->in_fd >= 0) {
@@ -370,8 +387,12 @@ static void write_stdin(struct task *t)
 void psid_task_stdin(pid_t pid, const void *data, uint32_t len, int eof)
 {
     struct task *t = find(pid);
-    if (!t || t->in_fd < 0)
+    if (!t)
+        return; /* it ended: its spawner sees the exit and stops feeding it */
+    if (t->in_fd < 0) {
+        stdin_taken(t, len); /* closed by the task: dropped */
         return;
+    }
     if (len) {
         if (t->in_off) {
             memmove(t->in_buf, t->in_buf + t->in_off, t->in_len - t->in_off);
@@ -381,6 +402,7 @@ void psid_task_stdin(pid_t pid, const void *data, uint32_t len, int eof)
         char *nb = realloc(t->in_buf, t->in_len + len);
         if (!nb) {
             PSP_ERROR("out of memory for the stdin of task %d: %u bytes dropped", pid, len);
+            stdin_taken(t, len);
             return;
         }
         t->in_buf = nb;
@@ -516,12 +538,11 @@ void psid_task_handle(const struct pollfd *pf, unsigned n)
                 if (t->out_fd[s] == pf[k].fd)
                     read_output(t, s);
             if (t->in_fd == pf[k].fd) {
-                if (pf[k].revents & (POLLERR | POLLHUP)) {
+                if (pf[k].revents & (POLLERR | POLLHUP)) { /* closed by the task */
                     close(t->in_fd);
                     t->in_fd = -1;
-                } else {
-                    write_stdin(t);
                 }
+                write_stdin(t); /* (after a close: what waits is dropped, and said so) */
             }
         }
     }

@@ -37,6 +37,8 @@ struct PSP_Spawner {
     struct smsg *qhead, *qtail; /* events that arrived while waiting for a reply */
     struct smsg *replies;       /* replies that arrived while waiting for another one */
     struct smsg *cur;           /* the event last returned (its data is the caller's view) */
+    uint64_t stdin_sent;        /* bytes given to PSP_SpawnerStdin */
+    uint64_t stdin_taken;       /* of those, done with by their tasks' nodes (EV_STDIN) */
 };
 
 static int read_full(int fd, void *buf, size_t n)
@@ -117,7 +119,7 @@ static struct smsg *read_msg(int fd, int *rc)
 
 static int is_event(uint32_t op)
 {
-    return op == PSPC_OP_EV_OUTPUT || op == PSPC_OP_EV_EXIT;
+    return op == PSPC_OP_EV_OUTPUT || op == PSPC_OP_EV_EXIT || op == PSPC_OP_EV_STDIN;
 }
 
 static void enqueue(PSP_Spawner_t *sp, struct smsg *m)
@@ -235,6 +237,11 @@ int PSP_SpawnerFd(const PSP_Spawner_t *sp)
 int PSP_SpawnerPending(const PSP_Spawner_t *sp)
 {
     return sp->qhead != NULL;
+}
+
+uint64_t PSP_SpawnerStdinQueued(const PSP_Spawner_t *sp)
+{
+    return sp->stdin_sent - sp->stdin_taken;
 }
 
 /* Pack cwd, argv and env into one buffer. */
@@ -390,10 +397,43 @@ int PSP_SpawnerStdin(PSP_Spawner_t *sp, PSP_TaskId_t tid, const void *data, size
         int rc = send_msg(sp->fd, PSPC_OP_STDIN, &s, sizeof s, p, n);
         if (rc)
             return rc;
+        sp->stdin_sent += n;
         p += n;
         len -= n;
     } while (len);
     return 0;
+}
+
+/* The next event message from psid within timeout_ms of *t0 (-1: no limit): 1 and *out, 0
+ * when none came, or a negative errno.  Stray replies are dropped. */
+static int next_msg(PSP_Spawner_t *sp, int timeout_ms, const struct timespec *t0, struct smsg **out)
+{
+    for (;;) {
+        int wait = timeout_ms;
+        if (timeout_ms > 0) {
+            struct timespec t;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            long el = (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+            wait = el >= timeout_ms ? 0 : timeout_ms - (int)el;
+        }
+        struct pollfd pf = {sp->fd, POLLIN, 0};
+        int r = poll(&pf, 1, wait);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return 0;
+        int rc;
+        struct smsg *m = read_msg(sp->fd, &rc);
+        if (!m)
+            return rc;
+        if (is_event(m->h.op)) {
+            *out = m;
+            return 1;
+        }
+        free(m);
+    }
 }
 
 int PSP_SpawnerEvent(PSP_Spawner_t *sp, PSP_Event_t *ev, int timeout_ms)
@@ -409,28 +449,17 @@ int PSP_SpawnerEvent(PSP_Spawner_t *sp, PSP_Event_t *ev, int timeout_ms)
             sp->qhead = m->next;
             if (!sp->qhead)
                 sp->qtail = NULL;
-            break;
+        } else {
+            int rc = next_msg(sp, timeout_ms, &t0, &m);
+            if (rc <= 0)
+                return rc;
         }
-        int wait = timeout_ms;
-        if (timeout_ms > 0) {
-            struct timespec t;
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            long el = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
-            wait = el >= timeout_ms ? 0 : timeout_ms - (int)el;
-        }
-        struct pollfd pf = {sp->fd, POLLIN, 0};
-        int r = poll(&pf, 1, wait);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return 0;
-        int rc;
-        m = read_msg(sp->fd, &rc);
-        if (!m)
-            return rc;
-        if (!is_event(m->h.op)) {
+        if (m->h.op == PSPC_OP_EV_STDIN) { /* flow control, not the caller's business */
+            struct pspc_stdin_taken s;
+            if (m->h.len >= sizeof s) {
+                memcpy(&s, m->data, sizeof s);
+                sp->stdin_taken += s.bytes;
+            }
             free(m);
             m = NULL;
         }
@@ -487,6 +516,17 @@ int PSP_EventExitCode(const PSP_Event_t *ev)
 
 /* Write all of buf to fd; a signal caught while the reader is not reading ends it (-EINTR):
  * the caller's handler has something to do (mpirun: Ctrl-C under `| less`, stopped). */
+static volatile sig_atomic_t *write_stop; /* PSP_EventWriteStopOn */
+
+void PSP_EventWriteStopOn(volatile sig_atomic_t *flag)
+{
+    write_stop = flag;
+}
+
+/* Write n bytes.  A short write means a signal came after some of them went (a blocking
+ * descriptor writes all or blocks): the rest goes too, unless the caller's stop flag says
+ * that signal ends its writing (else a reader that stopped would keep it blocked after
+ * Ctrl-C); a stop and continue (Ctrl-Z) loses nothing. */
 static int write_all(int fd, const char *buf, size_t n)
 {
     while (n) {
@@ -495,6 +535,8 @@ static int write_all(int fd, const char *buf, size_t n)
             return -errno;
         buf += w;
         n -= (size_t)w;
+        if (n && write_stop && *write_stop)
+            return -EINTR;
     }
     return 0;
 }

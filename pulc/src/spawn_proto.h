@@ -29,6 +29,7 @@ enum pspc_op {
     PSPC_OP_DONE = 41,      /* reply: struct pspc_done + error text */
     PSPC_OP_EV_OUTPUT = 48, /* event: struct pspc_output + whole lines */
     PSPC_OP_EV_EXIT = 49,   /* event: struct pspc_exit */
+    PSPC_OP_EV_STDIN = 50,  /* event: struct pspc_stdin_taken (flow control of PSPC_OP_STDIN) */
 };
 
 /* Where a spawn goes (pspc_spawn.node when not a node id). */
@@ -94,6 +95,13 @@ struct pspc_output {
 /* Exit event flags. */
 #define PSPC_EXIT_LOST   0x1u /* the task's node died: status unknown */
 #define PSPC_EXIT_NOTIFY 0x2u /* a death this spawner asked to be notified of (not its task) */
+
+/* Bytes of PSPC_OP_STDIN data for task tid that its node is done with: written into the
+ * task's stdin, or dropped because the task closed it. */
+struct pspc_stdin_taken {
+    uint64_t tid;
+    uint64_t bytes;
+};
 
 struct pspc_exit {
     uint64_t tid;

@@ -123,7 +123,9 @@ static int run(const struct opts *o, char **argv, double *spawn_s, double *total
         }
         if (PSP_SpawnerPending(sp))
             wait = 0;
-        int r = poll(pf, stdin_open ? 2 : 1, wait);
+        /* stdin is read only while little of it waits for rank 0 (flow control) */
+        int feed = stdin_open && PSP_SpawnerStdinQueued(sp) < PSP_SPAWNER_STDIN_WINDOW;
+        int r = poll(pf, feed ? 2 : 1, wait);
         if (r < 0 && errno != EINTR)
             psp_fail_exit("poll: %s", strerror(errno));
         if (deadline && now_s() >= deadline && !timed_out) {
@@ -134,7 +136,7 @@ static int run(const struct opts *o, char **argv, double *spawn_s, double *total
             timed_out = 1;
             deadline = 0;
         }
-        if (stdin_open && r > 0 && pf[1].revents) {
+        if (feed && r > 0 && pf[1].revents) {
             char buf[65536];
             ssize_t n = read(0, buf, sizeof buf);
             if (n > 0)

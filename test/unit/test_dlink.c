@@ -1181,6 +1181,8 @@ static uint32_t fixed_of(uint16_t type)
         return sizeof(struct psid_m_orphans);
     case PSID_M_HOLD:
         return sizeof(struct psid_m_hold);
+    case PSID_M_STDIN_TAKEN:
+        return sizeof(struct psid_m_stdin_taken);
     default:
         return 0;
     }
@@ -1191,7 +1193,7 @@ static int exact_size(uint16_t type)
 {
     return type == PSID_M_ALIVE || type == PSID_M_REPLY || type == PSID_M_EXIT ||
            type == PSID_M_SIGNAL || type == PSID_M_NOTIFY || type == PSID_M_ORPHANS ||
-           type == PSID_M_HOLD;
+           type == PSID_M_HOLD || type == PSID_M_STDIN_TAKEN;
 }
 
 #define DMSG_BUF 4096
@@ -1272,6 +1274,13 @@ static uint32_t make_valid(uint64_t *rs, uint16_t type, uint8_t *buf)
         memcpy(&h, buf, sizeof h);
         h.hold = below(rs, 2);
         memcpy(buf, &h, sizeof h);
+        return fixed;
+    }
+    case PSID_M_STDIN_TAKEN: {
+        struct psid_m_stdin_taken s;
+        memcpy(&s, buf, sizeof s);
+        s.pid = rand_pid(rs);
+        memcpy(buf, &s, sizeof s);
         return fixed;
     }
     default: /* ALIVE, REPLY, ORPHANS: any bytes */
@@ -1432,6 +1441,14 @@ static void mutate(uint64_t *rs, uint16_t type, uint8_t *buf, uint32_t *len, con
         h.hold = 2 + below(rs, 0xfffffff0u);
         memcpy(buf, &h, sizeof h);
         *what = "hold > 1";
+        return;
+    }
+    case PSID_M_STDIN_TAKEN: {
+        struct psid_m_stdin_taken s;
+        memcpy(&s, buf, sizeof s);
+        s.pid = -(int32_t)below(rs, 1000);
+        memcpy(buf, &s, sizeof s);
+        *what = "pid <= 0";
         return;
     }
     default: /* ALIVE, REPLY, ORPHANS: only the length can be wrong */
