@@ -37,6 +37,8 @@ struct nodestate {
      * answered (an alive sent before the spawn ran may arrive after it was sent), and started
      * since that alive (the answer came first: alives and answers travel in order). */
     uint32_t spawns_unanswered, started_since_alive;
+    /* down at its word (PSID_M_WAS_DEAD), so its rejoin must not tell it the same back */
+    uint8_t down_by_word;
 };
 
 struct psid_cluster_stats psid_cstats;
@@ -214,6 +216,7 @@ static void node_up(uint16_t n, const struct psid_m_alive *a)
     struct nodestate *s = &C.n[n];
     s->up = 1;
     s->boot_id = a->boot_id;
+    s->down_by_word = 0;
     psid_cstats.nodes_up++;
     PSP_INFO("node %u is up (%u cpus, load %.2f)", n, a->cpus, a->load_milli / 1000.0);
 }
@@ -266,6 +269,19 @@ static void on_alive(uint16_t src, const struct psid_m_alive *a)
     if (s->up && s->boot_id != a->boot_id)
         node_dead(src, "it restarted (new boot id)");
     if (!s->up) {
+        /* Back with the boot id we knew: it never restarted, we only did not hear it (it was
+         * stopped, or our way from it lost everything).  We told our spawners its tasks were
+         * lost and killed the tasks it spawned here (their exits went nowhere): it must do the
+         * same on its side, or tasks we called lost run on and its spawners wait forever.
+         * Before our alive: it acts on this before it sees us up again. */
+        if (s->boot_id && s->boot_id == a->boot_id && !s->down_by_word) {
+            struct psid_m_was_dead m = {a->boot_id};
+            PSP_WARN("node %u is back without a restart: telling it that we had declared it "
+                     "dead",
+                     src);
+            psid_dlink_send(psid_g.dlink, src, PSID_CHAN_URGENT, PSID_M_WAS_DEAD, &m, sizeof m,
+                            NULL, 0);
+        }
         node_up(src, a);
         send_alive_to(src); /* it learns about us without waiting a whole interval */
     }
@@ -424,6 +440,16 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         struct psid_m_hold m;
         memcpy(&m, data, sizeof m);
         psid_task_hold(src, m.key, (int)m.hold);
+        break;
+    }
+    case PSID_M_WAS_DEAD: {
+        struct psid_m_was_dead m;
+        memcpy(&m, data, sizeof m);
+        if (m.boot_id == psid_g.boot_id && C.n[src].up) {
+            C.n[src].down_by_word = 1;
+            node_dead(src, "it had declared this node dead (not heard for its dead timeout): "
+                           "the tasks between us are lost");
+        }
         break;
     }
     case PSID_M_STDIN_TAKEN: {

@@ -30,6 +30,8 @@ static uint32_t fixed_size(uint16_t type)
         return sizeof(struct psid_m_hold);
     case PSID_M_STDIN_TAKEN:
         return sizeof(struct psid_m_stdin_taken);
+    case PSID_M_WAS_DEAD:
+        return sizeof(struct psid_m_was_dead);
     default:
         return 0;
     }

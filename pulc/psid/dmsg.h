@@ -24,6 +24,7 @@ enum psid_dmsg_type {
     PSID_M_ORPHANS = 9,      /* struct psid_m_orphans: the spawner is gone, kill its tasks */
     PSID_M_HOLD = 10,        /* struct psid_m_hold: stop / go on reading its tasks' output */
     PSID_M_STDIN_TAKEN = 11, /* struct psid_m_stdin_taken, to the spawner's node (bulk) */
+    PSID_M_WAS_DEAD = 12,    /* struct psid_m_was_dead: I had declared you dead */
     PSID_M_TYPES
 };
 
@@ -78,6 +79,13 @@ struct psid_m_stdin_taken {
     uint32_t key;
     int32_t pid;
     uint64_t bytes;
+};
+
+/* The sender had declared the receiver dead (not heard for the dead timeout) though it never
+ * restarted: the tasks between them are lost to both, as after a death on the receiver's
+ * side too.  boot_id: the receiver's, as the sender knew it (a stale one is ignored). */
+struct psid_m_was_dead {
+    uint64_t boot_id;
 };
 
 struct psid_m_signal {

@@ -1183,6 +1183,8 @@ static uint32_t fixed_of(uint16_t type)
         return sizeof(struct psid_m_hold);
     case PSID_M_STDIN_TAKEN:
         return sizeof(struct psid_m_stdin_taken);
+    case PSID_M_WAS_DEAD:
+        return sizeof(struct psid_m_was_dead);
     default:
         return 0;
     }
@@ -1193,7 +1195,7 @@ static int exact_size(uint16_t type)
 {
     return type == PSID_M_ALIVE || type == PSID_M_REPLY || type == PSID_M_EXIT ||
            type == PSID_M_SIGNAL || type == PSID_M_NOTIFY || type == PSID_M_ORPHANS ||
-           type == PSID_M_HOLD || type == PSID_M_STDIN_TAKEN;
+           type == PSID_M_HOLD || type == PSID_M_STDIN_TAKEN || type == PSID_M_WAS_DEAD;
 }
 
 #define DMSG_BUF 4096
@@ -1283,7 +1285,7 @@ static uint32_t make_valid(uint64_t *rs, uint16_t type, uint8_t *buf)
         memcpy(buf, &s, sizeof s);
         return fixed;
     }
-    default: /* ALIVE, REPLY, ORPHANS: any bytes */
+    default: /* ALIVE, REPLY, ORPHANS, WAS_DEAD: any bytes */
         return fixed;
     }
 }
@@ -1451,7 +1453,7 @@ static void mutate(uint64_t *rs, uint16_t type, uint8_t *buf, uint32_t *len, con
         *what = "pid <= 0";
         return;
     }
-    default: /* ALIVE, REPLY, ORPHANS: only the length can be wrong */
+    default: /* ALIVE, REPLY, ORPHANS, WAS_DEAD: only the length can be wrong */
         if (below(rs, 2)) {
             *len = below(rs, fixed);
             *what = "truncated";
