@@ -93,6 +93,17 @@ static void on_signal(int sig)
     got_signal = sig;
 }
 
+/* Our stdin becomes /dev/null: its pipe's writer gets EPIPE, as in a pipeline whose reader
+ * ended (rank 0 exited; what is sent to it after that would wait forever). */
+static void stdin_to_null(void)
+{
+    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nul > 0) {
+        dup2(nul, 0);
+        close(nul);
+    }
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -657,6 +668,10 @@ static int run(struct job *j)
                 continue;
             j->done[r] = 1;
             left--;
+            if (r == 0 && stdin_open) { /* stdin's reader is gone: whoever feeds us gets EPIPE */
+                stdin_open = 0;
+                stdin_to_null();
+            }
             int code = PSP_EventExitCode(&ev);
             j->code[r] = code;
             if (j->verbose || (code && !killing))

@@ -83,14 +83,18 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
             MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
             if (waited >= spin)
                 sched_yield();
+        } else if (waited >= spin + yield && MPIDI_CH3I_port && MPIDI_CH3I_Send_pending()) {
+            /* A send still in PULC's hands ends with the peer's ACKs (its receiver may have
+             * gone off to compute: they come when psid's NIC thread runs there), which wake
+             * nobody: sleep 1 ms, then look (the next pass takes them).  PSRS between two
+             * nodes: the root of a 16 MB MPI_Scatterv took 110 ms asleep on its port below,
+             * 19 ms like its receiver with this. */
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
         } else if (waited >= spin + yield && MPIDI_CH3I_port) {
             /* Asleep until something arrives for our port (PULC spins and yields briefly
-             * first); a bounded sleep, so hooks and sends run now and then.  A send still in
-             * PULC's hands ends with the peer's ACKs (its receiver may have gone off to
-             * compute: they come when psid's NIC thread runs there), which wake nobody: with
-             * one, look again every 1 ms (PSRS between two nodes: the root of a 16 MB
-             * MPI_Scatterv took 110 ms with 100 ms sleeps, 19 ms like its receiver without). */
-            int rc = PSP_WaitPort(MPIDI_CH3I_port, MPIDI_CH3I_Send_pending() ? 1 : 100);
+             * first); a bounded sleep, so hooks and sends run now and then. */
+            int rc = PSP_WaitPort(MPIDI_CH3I_port, 100);
             if (rc < 0 && rc != -ETIMEDOUT)
                 MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
                                      PSP_StrError(rc));

@@ -321,7 +321,9 @@ static int spawn_here(uint16_t from, const struct psid_m_spawn *m, const char *s
 
 static void on_spawn(uint16_t src, const struct psid_m_spawn *m, const char *strings)
 {
-    int pid = spawn_here(src, m, strings);
+    /* Not from a node we hold dead: it learns so at its next alive (PSID_M_WAS_DEAD) and tells
+     * its spawners their tasks here are lost, while a task started now would run on. */
+    int pid = C.n[src].up ? spawn_here(src, m, strings) : -EHOSTDOWN;
     struct psid_m_reply rep = {m->req, m->key, pid < 0 ? pid : 0, pid < 0 ? 0 : pid, PSID_M_SPAWN};
     psid_dlink_send(psid_g.dlink, src, PSID_CHAN_URGENT, PSID_M_REPLY, &rep, sizeof rep, NULL, 0);
 }
@@ -445,11 +447,13 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
     case PSID_M_WAS_DEAD: {
         struct psid_m_was_dead m;
         memcpy(&m, data, sizeof m);
-        if (m.boot_id == psid_g.boot_id && C.n[src].up) {
-            C.n[src].down_by_word = 1;
+        if (m.boot_id != psid_g.boot_id)
+            break;
+        /* (held dead here too, both sides have done it: its rejoin must not start it again) */
+        C.n[src].down_by_word = 1;
+        if (C.n[src].up)
             node_dead(src, "it had declared this node dead (not heard for its dead timeout): "
                            "the tasks between us are lost");
-        }
         break;
     }
     case PSID_M_STDIN_TAKEN: {

@@ -7,6 +7,7 @@
  * and the median.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -158,6 +159,14 @@ static int run(const struct opts *o, char **argv, double *spawn_s, double *total
                 continue;
             done[rank] = 1;
             left--;
+            if (rank == 0 && stdin_open) { /* its reader is gone: our feeder gets EPIPE */
+                stdin_open = 0;
+                int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (nul > 0) {
+                    dup2(nul, 0);
+                    close(nul);
+                }
+            }
             int code = PSP_EventExitCode(&ev);
             if (ev.flags & PSP_EXIT_LOST)
                 fprintf(stderr, PROG ": rank %u (task %d:%d): its node died\n", rank,
