@@ -1,10 +1,12 @@
 /*
- * tool.c — messages, exit codes and option numbers of psport's command-line tools.
+ * tool.c — messages, exit codes, option numbers and stdin of psport's command-line tools.
  */
 #include "tool.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "settings.h"
 
@@ -53,4 +55,13 @@ uint64_t psp_opt_u64(const char *name, const char *text, uint64_t min, uint64_t 
                         " (k, m, g suffixes allowed)",
                         name, text, min, max);
     return v;
+}
+
+void psp_stdin_to_null(void)
+{
+    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nul > 0) { /* (0: stdin was closed, and now is /dev/null) */
+        dup2(nul, 0);
+        close(nul);
+    }
 }

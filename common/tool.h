@@ -1,6 +1,7 @@
 /*
  * tool.h — what psport's command-line tools share: "<prog>: message" on stderr, the exit codes,
- * and option numbers with k/m/g suffixes.  Each tool calls psp_tool_init() first.
+ * option numbers with k/m/g suffixes, and stdin made /dev/null.  Each tool calls
+ * psp_tool_init() first.
  */
 #ifndef PSPORT_COMMON_TOOL_H
 #define PSPORT_COMMON_TOOL_H
@@ -26,5 +27,9 @@ void psp_fail_exit(const char *fmt, ...) __attribute__((format(printf, 1, 2), no
 
 /* Option --name's value text as a number in min..max (k/m/g suffixes), or a usage error. */
 uint64_t psp_opt_u64(const char *name, const char *text, uint64_t min, uint64_t max);
+
+/* Make stdin /dev/null: whoever writes into our stdin's pipe gets EPIPE, as in a pipeline whose
+ * reader ended (a launcher whose rank 0, the reader of what it forwards, has exited). */
+void psp_stdin_to_null(void);
 
 #endif

@@ -93,17 +93,6 @@ static void on_signal(int sig)
     got_signal = sig;
 }
 
-/* Our stdin becomes /dev/null: its pipe's writer gets EPIPE, as in a pipeline whose reader
- * ended (rank 0 exited; what is sent to it after that would wait forever). */
-static void stdin_to_null(void)
-{
-    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (nul > 0) {
-        dup2(nul, 0);
-        close(nul);
-    }
-}
-
 static double now_s(void)
 {
     struct timespec t;
@@ -670,7 +659,7 @@ static int run(struct job *j)
             left--;
             if (r == 0 && stdin_open) { /* stdin's reader is gone: whoever feeds us gets EPIPE */
                 stdin_open = 0;
-                stdin_to_null();
+                psp_stdin_to_null(); /* what went to rank 0 now would wait forever */
             }
             int code = PSP_EventExitCode(&ev);
             j->code[r] = code;

@@ -104,6 +104,12 @@ void psid_cluster_start(const struct mcp_fault_cfg *fault)
 
 /* ---- delivering to clients ---- */
 
+/* The id of task pid on node (as spawners see it: node:pid). */
+static uint64_t task_id(uint16_t node, int32_t pid)
+{
+    return ((uint64_t)node << 32) | (uint32_t)pid;
+}
+
 static struct psid_watch *watch_find(struct client *c, uint64_t tid, int kind, uint64_t req)
 {
     for (size_t i = 0; i < c->nwatch; i++)
@@ -403,8 +409,8 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         memcpy(&m, data, sizeof m);
         struct client *c = psid_client_by_key(m.key);
         if (c)
-            client_output(c, ((uint64_t)src << 32) | (uint32_t)m.pid, m.stream,
-                          (const char *)data + sizeof m, len - (uint32_t)sizeof m);
+            client_output(c, task_id(src, m.pid), m.stream, (const char *)data + sizeof m,
+                          len - (uint32_t)sizeof m);
         break;
     }
     case PSID_M_EXIT: {
@@ -412,7 +418,7 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         memcpy(&m, data, sizeof m);
         struct client *c = psid_client_by_key(m.key);
         if (c)
-            client_exit(c, ((uint64_t)src << 32) | (uint32_t)m.pid, m.status, m.flags);
+            client_exit(c, task_id(src, m.pid), m.status, m.flags);
         break;
     }
     case PSID_M_STDIN: {
@@ -461,7 +467,7 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         memcpy(&m, data, sizeof m);
         struct client *c = psid_client_by_key(m.key);
         if (c)
-            client_stdin_taken(c, ((uint64_t)src << 32) | (uint32_t)m.pid, m.bytes);
+            client_stdin_taken(c, task_id(src, m.pid), m.bytes);
         break;
     }
     default:

@@ -514,8 +514,6 @@ int PSP_EventExitCode(const PSP_Event_t *ev)
     return 255;
 }
 
-/* Write all of buf to fd; a signal caught while the reader is not reading ends it (-EINTR):
- * the caller's handler has something to do (mpirun: Ctrl-C under `| less`, stopped). */
 static volatile sig_atomic_t *write_stop; /* PSP_EventWriteStopOn */
 
 void PSP_EventWriteStopOn(volatile sig_atomic_t *flag)

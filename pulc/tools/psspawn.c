@@ -7,7 +7,6 @@
  * and the median.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -161,11 +160,7 @@ static int run(const struct opts *o, char **argv, double *spawn_s, double *total
             left--;
             if (rank == 0 && stdin_open) { /* its reader is gone: our feeder gets EPIPE */
                 stdin_open = 0;
-                int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (nul > 0) {
-                    dup2(nul, 0);
-                    close(nul);
-                }
+                psp_stdin_to_null();
             }
             int code = PSP_EventExitCode(&ev);
             if (ev.flags & PSP_EXIT_LOST)
