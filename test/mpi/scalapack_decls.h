@@ -23,6 +23,8 @@ extern void pdgemm_(const char *ta, const char *tb, const int *m, const int *n, 
                     const int *desca, const double *b, const int *ib, const int *jb,
                     const int *descb, const double *beta, double *c, const int *ic, const int *jc,
                     const int *descc);
+/* PBLAS's logical block size: the width of the panels its PDGEMM multiplies at a time. */
+extern int pilaenv_(const int *ctx, const char *prec);
 extern void dgemm_(const char *ta, const char *tb, const int *m, const int *n, const int *k,
                    const double *alpha, const double *a, const int *lda, const double *b,
                    const int *ldb, const double *beta, double *c, const int *ldc);

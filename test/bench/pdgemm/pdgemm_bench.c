@@ -9,14 +9,18 @@
  *   conc  one DGEMM per rank, all started together: what the cores can do at most when every
  *         rank computes and nobody communicates (on a 2-core machine the real two-core limit,
  *         which can be less than twice uni: the cores share caches, memory bandwidth, clock).
+ *   panel the local updates PBLAS's PDGEMM makes, every rank at once, without communication:
+ *         one DGEMM of the local C with a kb-wide panel per kb columns of A, kb being PBLAS's
+ *         logical block size (pilaenv, 32 in Debian's build); what PDGEMM reaches at most
+ *         with this PBLAS, however fast the MPI (only with 2 or more ranks).
  * Built with Debian's mpicc.mpich and -lscalapack-mpich; runs on Debian's MPICH or, through
  * LD_LIBRARY_PATH, on psport's ABI-compatible libmpich.so.12.
  *
  *   pdgemm_bench [-n N[,N...]] [-b NB] [-g PxQ] [-r REPEATS] [--no-ref]
  *
  * Prints a header line "# pdgemm_bench: ..." and per N one line of key=value fields
- * "pdgemm N=.. NB=.. grid=PxQ ranks=R uni=.. conc=.. best=.. median=.. t_best=.. err=..
- * check=OK|WRONG" (rates in MFLOP/s, times in s).  Exit status 0 when every check passed.
+ * "pdgemm N=.. NB=.. grid=PxQ ranks=R uni=.. conc=.. panel=.. kb=.. best=.. median=.. t_best=..
+ * err=.. check=OK|WRONG" (rates in MFLOP/s, times in s).  Exit status 0 when every check passed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
@@ -139,13 +143,50 @@ static double time_serial_dgemm(int n, int repeats, double *cpu_ratio)
     return best;
 }
 
+/*
+ * Seconds for the local updates PBLAS's PDGEMM makes on this rank, without communication: C
+ * (mloc x nloc) += A (mloc x kb) B (kb x nloc) once per kb-wide panel of the n columns of A.
+ * With a panel width of a few dozen the DGEMMs run well below one big DGEMM's rate (C is read
+ * and written once per panel), so this is what PDGEMM can reach at most with this PBLAS.
+ */
+static double time_panel_updates(int n, int mloc, int nloc, int kb)
+{
+    int m = mloc > 1 ? mloc : 1, nn = nloc > 1 ? nloc : 1;
+    double *a = malloc((size_t)m * kb * sizeof *a), *b = malloc((size_t)kb * nn * sizeof *b);
+    double *c = calloc((size_t)m * nn, sizeof *c);
+    if (!a || !b || !c) {
+        fprintf(stderr, "pdgemm_bench: no memory for the panel reference\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (size_t i = 0; i < (size_t)m * kb; i++)
+        a[i] = entry_of(0, (int)(i % (size_t)m), (int)(i / (size_t)m));
+    for (size_t i = 0; i < (size_t)kb * nn; i++)
+        b[i] = entry_of(1, (int)(i % (size_t)kb), (int)(i / (size_t)kb));
+    double one = 1.0;
+    double t0 = MPI_Wtime();
+    for (int k = 0; k < n && mloc > 0 && nloc > 0; k += kb) {
+        int w = n - k < kb ? n - k : kb;
+        dgemm_("N", "N", &mloc, &nloc, &w, &one, a, &m, b, &kb, &one, c, &m);
+    }
+    double t = MPI_Wtime() - t0;
+    free(a);
+    free(b);
+    free(c);
+    return t;
+}
+
 /* Per size: the references, then PDGEMM timed and checked; returns 1 when the check passed. */
 static int bench_size(const struct options *o, int n, int ctx, int me, int np)
 {
     int nprow, npcol, myrow, mycol;
     Cblacs_gridinfo(ctx, &nprow, &npcol, &myrow, &mycol);
     double flops = 2.0 * (double)n * (double)n * (double)n;
-    double uni = 0, conc = 0, ratio = 0;
+    double uni = 0, conc = 0, panel = 0, ratio = 0;
+    int zero = 0, one = 1, info;
+    int mloc = numroc_(&n, &o->nb, &myrow, &zero, &nprow);
+    int nloc = numroc_(&n, &o->nb, &mycol, &zero, &npcol);
+    int kb = pilaenv_(&ctx, "D");
+    kb = kb < 1 ? 1 : kb > n ? n : kb;
 
     if (o->with_ref) {
         /* uni: rank 0 alone. */
@@ -163,11 +204,19 @@ static int bench_size(const struct options *o, int n, int ctx, int me, int np)
                 worst = t;
         }
         conc = np * flops / worst * 1e-6;
+        /* panel: every rank's local panel updates at once (none when PDGEMM makes one DGEMM:
+         * a single rank). */
+        for (int r = 0; r < o->repeats && np > 1; r++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t = time_panel_updates(n, mloc, nloc, kb);
+            MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (r == 0 || t < worst)
+                worst = t;
+        }
+        if (np > 1)
+            panel = flops / worst * 1e-6;
     }
 
-    int zero = 0, one = 1, info;
-    int mloc = numroc_(&n, &o->nb, &myrow, &zero, &nprow);
-    int nloc = numroc_(&n, &o->nb, &mycol, &zero, &npcol);
     int lld = mloc > 1 ? mloc : 1;
     int desc[9];
     descinit_(desc, &n, &n, &o->nb, &o->nb, &zero, &zero, &ctx, &lld, &info);
@@ -281,10 +330,10 @@ static int bench_size(const struct options *o, int n, int ctx, int me, int np)
         if (o->with_ref && ratio > 1.3)
             printf("# warning: the serial DGEMM used %.2f CPUs: is OPENBLAS_NUM_THREADS=1 set?\n",
                    ratio);
-        printf("pdgemm N=%d NB=%d grid=%dx%d ranks=%d uni=%.0f conc=%.0f best=%.0f median=%.0f "
-               "t_best=%.4f cpu_ratio=%.2f err=%.2g check=%s\n",
-               n, o->nb, nprow, npcol, np, uni, conc, flops / best * 1e-6, flops / median * 1e-6,
-               best, ratio, worst_err, ok ? "OK" : "WRONG");
+        printf("pdgemm N=%d NB=%d grid=%dx%d ranks=%d uni=%.0f conc=%.0f panel=%.0f kb=%d "
+               "best=%.0f median=%.0f t_best=%.4f cpu_ratio=%.2f err=%.2g check=%s\n",
+               n, o->nb, nprow, npcol, np, uni, conc, panel, kb, flops / best * 1e-6,
+               flops / median * 1e-6, best, ratio, worst_err, ok ? "OK" : "WRONG");
         fflush(stdout);
     }
     free(a);
