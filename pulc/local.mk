@@ -78,6 +78,14 @@ test_unit_test_partition_SOURCES = test/unit/test_partition.c pulc/src/partition
 test_unit_test_partition_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
 test_unit_test_partition_LDADD = mcp/link/libmcplink.la common/libpspcommon.la
 
+# The spawner's stdin flow control against a psid that reports stdin taken and an older one
+# that does not (a psid thread of the test's own on a UNIX socket).
+check_PROGRAMS += test/unit/test_spawner_stdin
+test_unit_test_spawner_stdin_SOURCES = test/unit/test_spawner_stdin.c test/harness.h
+test_unit_test_spawner_stdin_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
+test_unit_test_spawner_stdin_LDADD = pulc/libpulc.la
+test_unit_test_spawner_stdin_LDFLAGS = -no-install
+
 # Traffic programs of the all-to-all and kill tests (test/integration/pulc-alltoall, pulc-kill).
 check_PROGRAMS += test/unit/pulc_stress
 test_unit_pulc_stress_SOURCES = test/unit/pulc_stress.c

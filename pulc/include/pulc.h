@@ -446,7 +446,8 @@ int PSP_SpawnerStdin(PSP_Spawner_t *sp, PSP_TaskId_t tid, const void *data, size
 /*
  * Bytes given to PSP_SpawnerStdin that the tasks' nodes have not yet written into the tasks'
  * stdin (or dropped, as a task closed it).  It falls as PSP_SpawnerEvent reads psid's word on
- * them; bytes sent to a task that has ended stay counted.
+ * them; bytes sent to a task that has ended stay counted.  Always 0 when the node's psid is
+ * older than these reports (no flow control then, as before them).
  */
 uint64_t PSP_SpawnerStdinQueued(const PSP_Spawner_t *sp);
 

@@ -586,7 +586,8 @@ static int do_spawner(struct client *c, const char *payload, uint32_t len)
         c->part = part;
     }
     c->spawner = 1;
-    return psid_client_queue(c, PSPC_OP_SPAWNER, 0, NULL, 0, NULL, 0);
+    struct pspc_spawner_ok ok = {PSPC_FEATURE_STDIN_TAKEN, 0};
+    return psid_client_queue(c, PSPC_OP_SPAWNER, 0, &ok, sizeof ok, NULL, 0);
 }
 
 static int in_part(const struct client *c, uint16_t n)

@@ -39,6 +39,7 @@ struct PSP_Spawner {
     struct smsg *cur;           /* the event last returned (its data is the caller's view) */
     uint64_t stdin_sent;        /* bytes given to PSP_SpawnerStdin */
     uint64_t stdin_taken;       /* of those, done with by their tasks' nodes (EV_STDIN) */
+    int stdin_reports;          /* psid reports stdin taken (else no flow control) */
 };
 
 static int read_full(int fd, void *buf, size_t n)
@@ -206,6 +207,12 @@ PSP_Spawner_t *PSP_SpawnerOpen(char *err, size_t errlen)
         free(sp);
         return NULL;
     }
+    /* An older psid replies without features: it never reports stdin taken, and a feeder
+     * waiting for its reports would stop after PSP_SPAWNER_STDIN_WINDOW bytes. */
+    struct pspc_spawner_ok ok = {0, 0};
+    if (m->h.len >= sizeof ok)
+        memcpy(&ok, m->data, sizeof ok);
+    sp->stdin_reports = (ok.features & PSPC_FEATURE_STDIN_TAKEN) != 0;
     free(m);
     return sp;
 }
@@ -241,7 +248,7 @@ int PSP_SpawnerPending(const PSP_Spawner_t *sp)
 
 uint64_t PSP_SpawnerStdinQueued(const PSP_Spawner_t *sp)
 {
-    return sp->stdin_sent - sp->stdin_taken;
+    return sp->stdin_reports ? sp->stdin_sent - sp->stdin_taken : 0;
 }
 
 /* Pack cwd, argv and env into one buffer. */

@@ -17,7 +17,8 @@
 
 enum pspc_op {
     PSPC_OP_SPAWNER = 32,   /* req: partition (newline-separated hosts, may be empty) + "\0" +
-                               source name; reply: status, text on error */
+                               source name; reply: status, text on error, struct
+                               pspc_spawner_ok on success (none from an older psid) */
     PSPC_OP_SPAWN = 33,     /* req: struct pspc_spawn + strings; reply PSPC_OP_SPAWNED */
     PSPC_OP_SIGNAL = 34,    /* req: struct pspc_task_req (sig); reply PSPC_OP_DONE */
     PSPC_OP_NOTIFY = 35,    /* req: struct pspc_task_req; reply PSPC_OP_DONE */
@@ -101,6 +102,15 @@ struct pspc_output {
 struct pspc_stdin_taken {
     uint64_t tid;
     uint64_t bytes;
+};
+
+/* What psid does for a spawner, in PSPC_OP_SPAWNER's reply; an older psid's empty reply
+ * means none of it. */
+#define PSPC_FEATURE_STDIN_TAKEN 0x1u /* reports stdin bytes taken (PSPC_OP_EV_STDIN) */
+
+struct pspc_spawner_ok {
+    uint32_t features; /* PSPC_FEATURE_* */
+    uint32_t pad;
 };
 
 struct pspc_exit {
