@@ -39,6 +39,9 @@ struct nodestate {
     uint32_t spawns_unanswered, started_since_alive;
     /* down at its word (PSID_M_WAS_DEAD), so its rejoin must not tell it the same back */
     uint8_t down_by_word;
+    /* When this psid last told it PSID_M_WAS_DEAD (0: not since): its own word that crosses
+     * ours is about the same outage, whose death both sides have run. */
+    uint64_t was_dead_sent_ns;
 };
 
 struct psid_cluster_stats psid_cstats;
@@ -239,6 +242,7 @@ static void node_dead(uint16_t n, const char *why)
     if (!s->up || n == psid_g.node)
         return;
     s->up = 0;
+    s->was_dead_sent_ns = 0;
     s->spawns_unanswered = 0;
     s->started_since_alive = 0;
     s->probe_ns = now_ns();
@@ -287,6 +291,7 @@ static void on_alive(uint16_t src, const struct psid_m_alive *a)
                      src);
             psid_dlink_send(psid_g.dlink, src, PSID_CHAN_URGENT, PSID_M_WAS_DEAD, &m, sizeof m,
                             NULL, 0);
+            s->was_dead_sent_ns = now_ns();
         }
         node_up(src, a);
         send_alive_to(src); /* it learns about us without waiting a whole interval */
@@ -455,9 +460,23 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         memcpy(&m, data, sizeof m);
         if (m.boot_id != psid_g.boot_id)
             break;
+        struct nodestate *s = &C.n[src];
+        /* Both sides declared each other dead and told each other so as they heard each other
+         * again, the two words crossing: we had run this death already (that is why we told
+         * it), so running it again would only hit what was spawned in the round trip between.
+         * The crossing word comes within a round trip of ours; a word about a new outage
+         * needs a whole dead timeout of silence first (with the same settings as ours, more
+         * than the half of it waited for here). */
+        if (s->up && s->was_dead_sent_ns && now_ns() - s->was_dead_sent_ns < C.dead_ns / 2) {
+            s->was_dead_sent_ns = 0;
+            psid_cstats.was_dead_crossed++;
+            PSP_INFO("node %u had declared this node dead too: both sides have run that death",
+                     src);
+            break;
+        }
         /* (held dead here too, both sides have done it: its rejoin must not start it again) */
-        C.n[src].down_by_word = 1;
-        if (C.n[src].up)
+        s->down_by_word = 1;
+        if (s->up)
             node_dead(src, "it had declared this node dead (not heard for its dead timeout): "
                            "the tasks between us are lost");
         break;
@@ -806,6 +825,8 @@ static int do_counters(struct client *c)
     ROW("send_failed", d->send_failed, "frames the firmware failed back (peer dead)");
     ROW("dropped_queued", d->dropped_queued, "messages dropped unsent: their node died");
     ROW("nodes_died", psid_cstats.nodes_died, "nodes declared dead");
+    ROW("was_dead_crossed", psid_cstats.was_dead_crossed,
+        "deaths both sides had run (their PSID_M_WAS_DEAD crossed)");
     ROW("nodes_up", psid_cstats.nodes_up, "nodes that joined or rejoined");
     ROW("spawned", psid_cstats.spawned, "tasks started on this node");
     ROW("spawn_failed", psid_cstats.spawn_fail, "spawns here that failed (errno returned)");

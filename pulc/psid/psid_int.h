@@ -125,14 +125,15 @@ int psid_cluster_is_op(uint32_t op);
 
 /* Counters of the daemon side (psiadmin counters). */
 struct psid_cluster_stats {
-    uint64_t malformed;  /* daemon messages dropped as malformed */
-    uint64_t nodes_died; /* nodes declared dead */
-    uint64_t nodes_up;   /* nodes that (re)joined */
-    uint64_t spawned;    /* tasks started here */
-    uint64_t spawn_fail; /* spawns here that failed (exec errno returned) */
-    uint64_t exits;      /* tasks of this node that ended */
-    uint64_t lines_out;  /* output messages sent */
-    uint64_t signals;    /* signals delivered here */
+    uint64_t malformed;        /* daemon messages dropped as malformed */
+    uint64_t nodes_died;       /* nodes declared dead */
+    uint64_t was_dead_crossed; /* PSID_M_WAS_DEAD words that crossed ours (not run again) */
+    uint64_t nodes_up;         /* nodes that (re)joined */
+    uint64_t spawned;          /* tasks started here */
+    uint64_t spawn_fail;       /* spawns here that failed (exec errno returned) */
+    uint64_t exits;            /* tasks of this node that ended */
+    uint64_t lines_out;        /* output messages sent */
+    uint64_t signals;          /* signals delivered here */
     uint64_t orphans_killed;
 };
 extern struct psid_cluster_stats psid_cstats;
