@@ -285,7 +285,7 @@ static void on_alive(uint16_t src, const struct psid_m_alive *a)
          * same on its side, or tasks we called lost run on and its spawners wait forever.
          * Before our alive: it acts on this before it sees us up again. */
         if (s->boot_id && s->boot_id == a->boot_id && !s->down_by_word) {
-            struct psid_m_was_dead m = {a->boot_id};
+            struct psid_m_was_dead m = {a->boot_id, (uint32_t)(C.dead_ns / 1000000u), 0};
             PSP_WARN("node %u is back without a restart: telling it that we had declared it "
                      "dead",
                      src);
@@ -464,10 +464,11 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         /* Both sides declared each other dead and told each other so as they heard each other
          * again, the two words crossing: we had run this death already (that is why we told
          * it), so running it again would only hit what was spawned in the round trip between.
-         * The crossing word comes within a round trip of ours; a word about a new outage
-         * needs a whole dead timeout of silence first (with the same settings as ours, more
-         * than the half of it waited for here). */
-        if (s->up && s->was_dead_sent_ns && now_ns() - s->was_dead_sent_ns < C.dead_ns / 2) {
+         * The crossing word comes within a round trip of ours.  A word about a new outage
+         * comes later than the sender's dead timeout after ours: it heard us right after our
+         * word and must then miss us that long (its timeout, as nodes may differ). */
+        if (s->up && s->was_dead_sent_ns &&
+            now_ns() - s->was_dead_sent_ns < (uint64_t)m.dead_ms * 1000000u / 2) {
             s->was_dead_sent_ns = 0;
             psid_cstats.was_dead_crossed++;
             PSP_INFO("node %u had declared this node dead too: both sides have run that death",

@@ -83,9 +83,13 @@ struct psid_m_stdin_taken {
 
 /* The sender had declared the receiver dead (not heard for the dead timeout) though it never
  * restarted: the tasks between them are lost to both, as after a death on the receiver's
- * side too.  boot_id: the receiver's, as the sender knew it (a stale one is ignored). */
+ * side too.  boot_id: the receiver's, as the sender knew it (a stale one is ignored);
+ * dead_ms: the sender's dead timeout (the receiver tells a word about the same outage that
+ * crossed its own from one about a new outage by it). */
 struct psid_m_was_dead {
     uint64_t boot_id;
+    uint32_t dead_ms;
+    uint32_t pad;
 };
 
 struct psid_m_signal {

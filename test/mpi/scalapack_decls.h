@@ -8,6 +8,8 @@
 #ifndef PSPORT_SCALAPACK_DECLS_H
 #define PSPORT_SCALAPACK_DECLS_H
 
+#include <stddef.h>
+
 extern void Cblacs_pinfo(int *me, int *np);
 extern void Cblacs_get(int ctx, int what, int *val);
 extern void Cblacs_gridinit(int *ctx, const char *order, int nprow, int npcol);
@@ -23,8 +25,9 @@ extern void pdgemm_(const char *ta, const char *tb, const int *m, const int *n, 
                     const int *desca, const double *b, const int *ib, const int *jb,
                     const int *descb, const double *beta, double *c, const int *ic, const int *jc,
                     const int *descc);
-/* PBLAS's logical block size: the width of the panels its PDGEMM multiplies at a time. */
-extern int pilaenv_(const int *ctx, const char *prec);
+/* PBLAS's logical block size: the width of the panels its PDGEMM multiplies at a time
+ * (prec_len: the hidden length of the Fortran CHARACTER argument, 1). */
+extern int pilaenv_(const int *ctx, const char *prec, size_t prec_len);
 extern void dgemm_(const char *ta, const char *tb, const int *m, const int *n, const int *k,
                    const double *alpha, const double *a, const int *lda, const double *b,
                    const int *ldb, const double *beta, double *c, const int *ldc);

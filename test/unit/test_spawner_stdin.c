@@ -94,8 +94,11 @@ static void fake_psid_start(struct fake_psid *f, int features_reply, uint64_t re
                 listen(f->listen_fd, 1) == 0,
             "socket %s: %s", path, strerror(errno));
     setenv("PSP_PSID_SOCKET", path, 1);
+    /* no partition: PSP_SpawnerOpen would resolve it against a nodes file */
     unsetenv("PSP_PARTITION");
     unsetenv("PSP_HOSTFILE");
+    unsetenv("SLURM_JOB_NODELIST");
+    unsetenv("PBS_NODEFILE");
     REQUIRE(pthread_create(&f->thread, NULL, fake_psid_run, f) == 0, "pthread_create");
 }
 

@@ -185,7 +185,7 @@ static int bench_size(const struct options *o, int n, int ctx, int me, int np)
     int zero = 0, one = 1, info;
     int mloc = numroc_(&n, &o->nb, &myrow, &zero, &nprow);
     int nloc = numroc_(&n, &o->nb, &mycol, &zero, &npcol);
-    int kb = pilaenv_(&ctx, "D");
+    int kb = pilaenv_(&ctx, "D", 1);
     kb = kb < 1 ? 1 : kb > n ? n : kb;
 
     if (o->with_ref) {

@@ -2,7 +2,7 @@
  * pdgemm_prof — where a ScaLAPACK program's PDGEMM time goes, per rank: an LD_PRELOAD library
  * that times every pdgemm_ call and, inside them, the local DGEMMs (with their flops, so their
  * rate can be set against one big DGEMM's), the MPI calls BLACS makes (point-to-point and
- * collectives apart, with the bytes sent) and what is left (PBLAS packing and copies).
+ * collectives apart, with the bytes sent) and what is left (PBLAS's packing, BLACS's own work).
  *
  *   mpirun -genv LD_PRELOAD /path/pdgemm_prof.so ... pdgemm_bench --no-ref
  *
@@ -13,9 +13,9 @@
  * (times summed over the calls of that shape; send = MPI_Send, Rsend, Isend; recv = MPI_Recv,
  * Irecv, Sendrecv; wait = Waitall, Testall; coll = Bcast, Allreduce, Reduce, Barrier; other =
  * Pack, Unpack, Type_commit, Type_free; rest = pdgemm - dgemm - MPI: PBLAS's packing, copies
- * and scaling).  Works with psport's and
- * Debian's libmpich alike: the MPI wrappers call the PMPI entry points of whichever is loaded,
- * dgemm_ and pdgemm_ are forwarded to the next definition (dlsym RTLD_NEXT).
+ * and scaling, BLACS's own work and the MPI calls not wrapped here, such as MPI_Type_vector). Works
+ * with psport's and Debian's libmpich alike: the MPI wrappers call the PMPI entry points of
+ * whichever is loaded, dgemm_ and pdgemm_ are forwarded to the next definition (dlsym RTLD_NEXT).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -37,14 +37,18 @@ static int nshapes;
 /* The sums of the pdgemm_ call running now; NULL outside pdgemm_ (nothing is counted). */
 static struct sums *cur;
 
-/* The sums for shape (m, n, k); the last slot takes every shape past MAX_SHAPES. */
+/* The sums for shape (m, n, k); the last slot takes every shape past MAX_SHAPES (printed as
+ * M=0 N=0 K=0: several shapes). */
 static struct sums *sums_of(int m, int n, int k)
 {
     for (int i = 0; i < nshapes; i++)
         if (shapes[i].m == m && shapes[i].n == n && shapes[i].k == k)
             return &shapes[i];
-    if (nshapes == MAX_SHAPES)
-        return &shapes[MAX_SHAPES - 1];
+    if (nshapes == MAX_SHAPES) {
+        struct sums *last = &shapes[MAX_SHAPES - 1];
+        last->m = last->n = last->k = 0;
+        return last;
+    }
     shapes[nshapes] = (struct sums){.m = m, .n = n, .k = k};
     return &shapes[nshapes++];
 }
