@@ -107,12 +107,6 @@ void psid_cluster_start(const struct mcp_fault_cfg *fault)
 
 /* ---- delivering to clients ---- */
 
-/* The id of task pid on node (as spawners see it: node:pid). */
-static uint64_t task_id(uint16_t node, int32_t pid)
-{
-    return ((uint64_t)node << 32) | (uint32_t)pid;
-}
-
 static struct psid_watch *watch_find(struct client *c, uint64_t tid, int kind, uint64_t req)
 {
     for (size_t i = 0; i < c->nwatch; i++)
@@ -366,7 +360,7 @@ static void on_reply(uint16_t src, const struct psid_m_reply *m)
     }
     struct psid_watch was = *w;
     watch_del(c, w);
-    uint64_t tid = ((uint64_t)src << 32) | (uint32_t)m->pid;
+    uint64_t tid = psid_task_id(src, m->pid);
     if (was.op == PSPC_OP_SPAWN) {
         if (!m->error)
             watch_add(c, (struct psid_watch){tid, 0, PSID_W_TASK, was.detached, 0});
@@ -414,7 +408,7 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         memcpy(&m, data, sizeof m);
         struct client *c = psid_client_by_key(m.key);
         if (c)
-            client_output(c, task_id(src, m.pid), m.stream, (const char *)data + sizeof m,
+            client_output(c, psid_task_id(src, m.pid), m.stream, (const char *)data + sizeof m,
                           len - (uint32_t)sizeof m);
         break;
     }
@@ -423,7 +417,7 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         memcpy(&m, data, sizeof m);
         struct client *c = psid_client_by_key(m.key);
         if (c)
-            client_exit(c, task_id(src, m.pid), m.status, m.flags);
+            client_exit(c, psid_task_id(src, m.pid), m.status, m.flags);
         break;
     }
     case PSID_M_STDIN: {
@@ -487,7 +481,7 @@ static void on_message(void *arg, uint16_t src, uint16_t type, const void *data,
         memcpy(&m, data, sizeof m);
         struct client *c = psid_client_by_key(m.key);
         if (c)
-            client_stdin_taken(c, task_id(src, m.pid), m.bytes);
+            client_stdin_taken(c, psid_task_id(src, m.pid), m.bytes);
         break;
     }
     default:
@@ -689,7 +683,7 @@ static int do_spawn(struct client *c, const char *payload, uint32_t len)
     if (node == psid_g.node) {
         struct psid_m_spawn m = {s.req, c->key, c->pid, c->uid, c->gid, s.b};
         int pid = spawn_here(psid_g.node, &m, strings);
-        uint64_t tid = ((uint64_t)psid_g.node << 32) | (uint32_t)(pid > 0 ? pid : 0);
+        uint64_t tid = psid_task_id(psid_g.node, pid > 0 ? pid : 0);
         if (pid > 0)
             watch_add(c, (struct psid_watch){tid, 0, PSID_W_TASK,
                                              (s.b.flags & PSPC_SPAWN_DETACHED) != 0, 0});

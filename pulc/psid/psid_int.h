@@ -113,6 +113,12 @@ void psid_cluster_client_gone(struct client *c);
 void psid_deliver_output(uint16_t node, uint32_t key, uint64_t tid, uint32_t stream,
                          const void *data, uint32_t len);
 
+/* The id of task pid on node, as spawners see it (node:pid). */
+static inline uint64_t psid_task_id(uint16_t node, int32_t pid)
+{
+    return ((uint64_t)node << 32) | (uint32_t)pid;
+}
+
 /* Exit of task tid for connection `key` of node `node`, behind the task's output. */
 void psid_deliver_exit(uint16_t node, uint32_t key, uint64_t tid, int32_t status, uint32_t flags);
 

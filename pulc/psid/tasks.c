@@ -77,11 +77,6 @@ static struct task *find(pid_t pid)
     return NULL;
 }
 
-static uint64_t tid_of(pid_t pid)
-{
-    return ((uint64_t)psid_g.node << 32) | (uint32_t)pid;
-}
-
 /* ---- the child side: async-signal-safe only (psid has a second thread) ---- */
 
 static void child_fail(int fd, int e)
@@ -296,7 +291,8 @@ static void forward(struct task *t, unsigned s, const char *data, size_t len)
 {
     if (!len)
         return;
-    psid_deliver_output(t->from_node, t->key, tid_of(t->pid), s + 1, data, (uint32_t)len);
+    psid_deliver_output(t->from_node, t->key, psid_task_id(psid_g.node, t->pid), s + 1, data,
+                        (uint32_t)len);
     psid_cstats.lines_out++;
 }
 
@@ -348,7 +344,7 @@ static void read_output(struct task *t, unsigned s)
 static void stdin_taken(const struct task *t, uint64_t bytes)
 {
     if (bytes)
-        psid_deliver_stdin_taken(t->from_node, t->key, tid_of(t->pid), bytes);
+        psid_deliver_stdin_taken(t->from_node, t->key, psid_task_id(psid_g.node, t->pid), bytes);
 }
 
 /* Write what waits into the task's stdin as far as its pipe takes it; once the task has
@@ -570,10 +566,10 @@ static void finish(size_t i)
      * whole wrap of the pid numbers. */
     if (t->killed)
         kill(-t->pid, SIGKILL);
-    psid_deliver_exit(t->from_node, t->key, tid_of(t->pid), t->status, 0);
+    psid_deliver_exit(t->from_node, t->key, psid_task_id(psid_g.node, t->pid), t->status, 0);
     for (size_t j = 0; j < t->nnotes; j++)
-        psid_deliver_exit(t->notes[j].node, t->notes[j].key, tid_of(t->pid), t->status,
-                          PSPC_EXIT_NOTIFY);
+        psid_deliver_exit(t->notes[j].node, t->notes[j].key, psid_task_id(psid_g.node, t->pid),
+                          t->status, PSPC_EXIT_NOTIFY);
     psid_cstats.exits++;
     PSP_INFO("task %d ended: status 0x%x", t->pid, t->status);
     free(t->notes);
@@ -636,7 +632,7 @@ unsigned psid_task_list(struct pspc_task *out, unsigned max)
     unsigned n = 0;
     for (size_t i = 0; i < nT && n < max; i++) {
         struct task *t = T[i];
-        out[n++] = (struct pspc_task){tid_of(t->pid),
+        out[n++] = (struct pspc_task){psid_task_id(psid_g.node, t->pid),
                                       ((uint64_t)t->from_node << 32) | (uint32_t)t->spawner_pid,
                                       t->uid, t->flags, (now - t->start_ns) / 1000000};
     }

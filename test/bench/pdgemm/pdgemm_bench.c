@@ -206,15 +206,16 @@ static int bench_size(const struct options *o, int n, int ctx, int me, int np)
         conc = np * flops / worst * 1e-6;
         /* panel: every rank's local panel updates at once (none when PDGEMM makes one DGEMM:
          * a single rank). */
-        for (int r = 0; r < o->repeats && np > 1; r++) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t = time_panel_updates(n, mloc, nloc, kb);
-            MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            if (r == 0 || t < worst)
-                worst = t;
-        }
-        if (np > 1)
+        if (np > 1) {
+            for (int r = 0; r < o->repeats; r++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t = time_panel_updates(n, mloc, nloc, kb);
+                MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                if (r == 0 || t < worst)
+                    worst = t;
+            }
             panel = flops / worst * 1e-6;
+        }
     }
 
     int lld = mloc > 1 ? mloc : 1;
