@@ -404,7 +404,9 @@ static void nic_nap(uint64_t ns, uint32_t kind)
  * without filling the window, and does not send at the post (PSP_TX_AT_POST), wait for its end
  * (waking psid at every post would cost a ping-pong a futex wake per message).  While it is the
  * executor for sleepers or for frames waiting to go out, it waits for the link's next frame (at
- * most a tick: timers).
+ * most a tick: timers).  A client inside a progress turn (pulc_area_turn) polls, however long
+ * the turn: else a turn that moved much data handed the NIC to this thread, which then kept it
+ * (no client could pass while it ran) and took the cores the ranks needed.
  */
 static void *nic_thread(void *arg)
 {
@@ -418,6 +420,8 @@ static void *nic_thread(void *arg)
     while (!__atomic_load_n(&S.stop_nic, __ATOMIC_RELAXED)) {
         uint64_t now = mcp_now_ns();
         uint64_t last = __atomic_load_n(&S.area->last_poll_ns, __ATOMIC_RELAXED);
+        if (pulc_area_turn_running(S.area, now, S.quiet_ns))
+            last = now; /* a client inside its turn polls now (and will pass again) */
         int waiters = pulc_net_waiters(S.area);
         int backlog = mcp_tx_backlog(S.img);
         uint64_t limit = backlog ? S.idle_ns : S.quiet_ns;
@@ -670,6 +674,7 @@ static void detach_client(struct client *c, const char *why)
     /* a client killed asleep leaves its count: else the NIC thread would serve it forever */
     if ((unsigned)c->ctx < PULC_AREA_CTXS)
         __atomic_store_n(&S.area->net_waiters[c->ctx], 0u, __ATOMIC_SEQ_CST);
+    pulc_area_turn(S.area, c->ctx, 0); /* nor leave it the NIC: killed inside a turn */
     mcp_ctx_detach(S.img, (unsigned)c->ctx);
     psp_log(strcmp(why, "client detached") ? PSP_LOG_WARN : PSP_LOG_INFO,
             "pid %ld: context %d detached (%s)", (long)c->pid, c->ctx, why);

@@ -271,3 +271,13 @@ int pulc_net_waiters(const struct pulc_area *a)
             return 1;
     return 0;
 }
+
+int pulc_area_turn_running(const struct pulc_area *a, uint64_t now_ns, uint64_t limit_ns)
+{
+    for (unsigned c = 0; c < PULC_AREA_CTXS; c++) {
+        uint64_t since = __atomic_load_n(&a->turns[c].since_ns, __ATOMIC_RELAXED);
+        if (since && (since >= now_ns || now_ns - since < limit_ns))
+            return 1;
+    }
+    return 0;
+}

@@ -19,7 +19,7 @@ struct mcp_image;
 #include "nodes.h"
 
 #define PULC_AREA_MAGIC   0x41434c50u /* "PLCA" */
-#define PULC_AREA_VERSION 6u
+#define PULC_AREA_VERSION 7u
 #define PULC_AREA_CTXS    64u /* NIC contexts (MCP_MAX_CONTEXTS) */
 
 /* area.nic_napping: the NIC thread naps ... */
@@ -58,6 +58,12 @@ struct pulc_area_cfg {
     X(rings_none, "port pairs sending through the queue: no local ring was free")                  \
     X(ring_moved, "local ring messages moved into a port's queue (not taken at once)")
 
+/* One NIC context's progress turn, on a cache line of its own (its client writes it). */
+struct pulc_turn {
+    uint64_t since_ns; /* atomic: mcp_now_ns() when the client's current turn began; 0: none */
+    uint8_t pad[56];
+};
+
 struct pulc_area {
     uint32_t magic;
     uint32_t version;
@@ -80,6 +86,11 @@ struct pulc_area {
     uint8_t pad2[64];
     pthread_mutex_t area_lock; /* process-shared, robust: guards everything below */
     uint8_t pad3[64];
+    /* per NIC context: whether its client is inside a progress turn that runs the firmware
+     * (pulc_area_turn).  psid's NIC thread leaves the NIC to such a client: a turn that moves
+     * much data (receive, deliver, drain, post) can outlast PSP_NIC_IDLE_US.  psid clears a
+     * context's entry at its detach. */
+    struct pulc_turn turns[PULC_AREA_CTXS];
     struct pulc_area_cfg cfg;
     uint64_t off_ports, off_msgs, off_frags, off_frag_data; /* tables (marea.h) */
     uint64_t off_rings, off_ring_data;                      /* local rings (lring.h) */
@@ -178,6 +189,18 @@ void pulc_net_waiting(struct pulc_area *a, int ctx, int delta);
 
 /* Whether a client thread sleeps until something arrives (psid's NIC thread). */
 int pulc_net_waiters(const struct pulc_area *a);
+
+/* Context ctx's client begins a progress turn that runs the firmware at now_ns, or ends it
+ * (now_ns 0).  Only the context's own client (or psid at its detach) calls this. */
+static inline void pulc_area_turn(struct pulc_area *a, int ctx, uint64_t now_ns)
+{
+    if (ctx >= 0 && (unsigned)ctx < PULC_AREA_CTXS)
+        __atomic_store_n(&a->turns[ctx].since_ns, now_ns, __ATOMIC_RELAXED);
+}
+
+/* Whether a client is inside a progress turn begun less than limit_ns before now_ns (one
+ * stopped inside its turn counts no longer than that). */
+int pulc_area_turn_running(const struct pulc_area *a, uint64_t now_ns, uint64_t limit_ns);
 
 /* Record a firmware pass at now_ns (psid's NIC thread stays idle while passes are recent). */
 static inline void pulc_area_polled(struct pulc_area *a, uint64_t now_ns)

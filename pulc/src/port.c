@@ -871,7 +871,9 @@ int PSP_Cancel(PSP_Request *req)
 
 /* ---- progress and waiting ---- */
 
-int pulc_progress(struct pulc_proc *P)
+/* One progress turn (pulc_progress); *turn set when it began a turn that runs the firmware
+ * (pulc_area_turn), which the caller ends. */
+static int progress_turn(struct pulc_proc *P, int *turn)
 {
     struct pulc_hal *h = P->h;
     int rc;
@@ -889,11 +891,15 @@ int pulc_progress(struct pulc_proc *P)
     }
     P->at_post_ns = 0; /* the next remote post may send at once again */
     if (nic_turn) {
+        if (!now)
+            now = mcp_now_ns();
+        if (!h->kernel) { /* psid's NIC thread leaves the NIC to us until the turn ends */
+            pulc_area_turn(P->node.area, h->ctx, now);
+            *turn = 1;
+        }
         rc = pulc_hal_pass(h, 1);
         if (rc < 0)
             return rc;
-        if (!now)
-            now = mcp_now_ns();
         P->nic_ns = now;
         if (rc > 0)
             P->remote_ns = now;
@@ -928,6 +934,15 @@ int pulc_progress(struct pulc_proc *P)
     /* kernel provider: what this turn posted goes out now, not at the next turn */
     rc = pulc_hal_kick(h);
     return rc < 0 ? rc : 0;
+}
+
+int pulc_progress(struct pulc_proc *P)
+{
+    int turn = 0;
+    int rc = progress_turn(P, &turn);
+    if (turn)
+        pulc_area_turn(P->node.area, P->h->ctx, 0);
+    return rc;
 }
 
 int PSP_Progress(void)
