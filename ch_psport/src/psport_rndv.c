@@ -147,7 +147,7 @@ static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
         MPIDI_Pkt_init(done, MPIDI_CH3I_PKT_PSP_DONE);
         done->sender_req_id = rreq->dev.sender_req_id;
         mpi_errno = MPIDI_CH3_iStartMsg(vc, done, sizeof *done, &done_req);
-        MPIR_ERR_CHECK(mpi_errno);
+        MPIR_ERR_CHECK(mpi_errno); /* (fn_fail frees tmp) */
         if (done_req)
             MPIR_Request_free(done_req);
         if (tmp) {
@@ -158,6 +158,7 @@ static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
         }
         return MPID_Request_complete(rreq);
     }
+    /* From here on w (once made) owns tmp; its failures free both. */
 
     /* Another node: register the buffer, tell the sender where to write. */
     MPIDI_CH3_Pkt_t upkt;
@@ -174,6 +175,7 @@ static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
         int rc = PSP_RawRegister(MPIDI_CH3I_port, dst, (uint32_t)n, &w->handle);
         if (rc) {
             MPL_free(w);
+            w = NULL;
             MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
                                  PSP_StrError(rc));
         }
@@ -188,6 +190,18 @@ static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
         cts->raw_nonce = w->handle.nonce;
     }
     mpi_errno = MPIDI_CH3_iStartMsg(vc, cts, sizeof *cts, &cts_req);
+    if (mpi_errno && w) { /* no CTS, no data: the registration and its record go */
+        psport_raw_recv_t **pp = &raw_recvs;
+        while (*pp && *pp != w) /* (a pass inside the send may have queued others in front) */
+            pp = &(*pp)->next;
+        if (*pp) {
+            *pp = w->next;
+            PSP_RawUnregister(MPIDI_CH3I_port, &w->handle);
+            MPL_free(w);
+        } else {
+            tmp = NULL; /* the progress pass finished w (and freed tmp) */
+        }
+    }
     MPIR_ERR_CHECK(mpi_errno);
     if (cts_req)
         MPIR_Request_free(cts_req);
@@ -195,6 +209,7 @@ static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
         return MPID_Request_complete(rreq);
     return MPI_SUCCESS;
 fn_fail:
+    MPL_free(tmp); /* a registered receive's record, which owns it, is gone too */
     return mpi_errno;
 }
 
@@ -299,8 +314,7 @@ int MPIDI_CH3I_Rndv_progress(int *made)
                 MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
                                      MPI_ERR_OTHER, "**psport_recv", "**psport_recv %d %s",
                                      rreq->status.MPI_SOURCE, PSP_StrError((int)got));
-        else
-            PSP_RawUnregister(MPIDI_CH3I_port, &w->handle);
+        PSP_RawUnregister(MPIDI_CH3I_port, &w->handle); /* (gone already after some errors) */
         /* The rank may go off to compute now: the frames it owes an ACK for would hold the
          * sender's window until psid's NIC thread ran (up to PSP_NIC_QUIET_US). */
         if (got >= 0)

@@ -420,9 +420,9 @@ static void *nic_thread(void *arg)
     while (!__atomic_load_n(&S.stop_nic, __ATOMIC_RELAXED)) {
         uint64_t now = mcp_now_ns();
         uint64_t last = __atomic_load_n(&S.area->last_poll_ns, __ATOMIC_RELAXED);
-        if (pulc_area_turn_running(S.area, now, S.quiet_ns))
-            last = now; /* a client inside its turn polls now (and will pass again) */
         int waiters = pulc_net_waiters(S.area);
+        if (!waiters && pulc_area_turn_running(S.area, now, S.quiet_ns))
+            last = now; /* a client inside its turn polls now (and will pass again) */
         int backlog = mcp_tx_backlog(S.img);
         uint64_t limit = backlog ? S.idle_ns : S.quiet_ns;
         if (!waiters && !(backlog && last == own) && now - last < limit) {
