@@ -2,7 +2,8 @@
  * area.h — the message area: memory shared by every PULC process of the node (offsets only, no
  * pointers): a memfd psid creates, or the kernel module's area (PSK_MMAP_AREA) the first
  * attacher formats.  The header holds the NIC lock (a
- * process-shared robust mutex), the time of the last firmware pass, psid's pid and the
+ * process-shared robust mutex), the time of the last firmware pass and which clients are inside
+ * a progress turn (psid's NIC thread leaves the NIC to them), psid's pid and the
  * cluster description the link needs, the area lock and the offsets of the port table,
  * message descriptors and fragments (marea.h).
  */
