@@ -158,7 +158,8 @@ static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
         }
         return MPID_Request_complete(rreq);
     }
-    /* From here on w (once made) owns tmp; its failures free both. */
+    /* From here on a failure frees tmp at fn_fail, and the record w with its registration
+     * where it happens. */
 
     /* Another node: register the buffer, tell the sender where to write. */
     MPIDI_CH3_Pkt_t upkt;
