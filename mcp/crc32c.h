@@ -1,6 +1,7 @@
 /*
  * crc32c.h — CRC-32C (Castagnoli), the frame checksum.  Uses the fastest way the CPU has: the
- * carry-less multiply (AVX-512 VPCLMULQDQ) for long runs, the SSE4.2 instruction, a table.  No
+ * carry-less multiply (VPCLMULQDQ, on 512- or 256-bit registers) for long runs, the SSE4.2
+ * instruction, a table.  No
  * allocation, usable from the firmware.
  */
 #ifndef PSPORT_MCP_CRC32C_H
@@ -12,8 +13,9 @@
 uint32_t mcp_crc32c(uint32_t crc, const void *data, size_t len);
 
 /* The ways to compute it, each also able to do what the ones before it do: a slicing table; the
- * SSE4.2 crc32 instruction in three lanes; the 512-bit carry-less multiply folding long runs. */
-enum mcp_crc32c_impl { MCP_CRC32C_TABLE, MCP_CRC32C_INSN, MCP_CRC32C_FOLD };
+ * SSE4.2 crc32 instruction in three lanes; the carry-less multiply folding long runs on 256-bit
+ * registers (AVX2), on 512-bit ones (AVX-512). */
+enum mcp_crc32c_impl { MCP_CRC32C_TABLE, MCP_CRC32C_INSN, MCP_CRC32C_FOLD256, MCP_CRC32C_FOLD512 };
 
 /* mcp_crc32c by one named way, for tests: continues *crc and returns 1, or returns 0 (and
  * leaves *crc) if this CPU cannot do it that way. */

@@ -83,4 +83,9 @@ test_unit_test_crc32c_LDADD = mcp/libmcp.la common/libpspcommon.la
 # itself with cc when it finds no build.
 check_PROGRAMS += test/bench/udp-pp
 test_bench_udp_pp_SOURCES = test/bench/udp-pp.c
+# crc-speed: the frame CRC's speed by each way this CPU has (test/bench/README.md).
+check_PROGRAMS += test/bench/crc-speed
+test_bench_crc_speed_SOURCES = test/bench/crc-speed.c
+test_bench_crc_speed_CPPFLAGS = $(TEST_CPPFLAGS)
+test_bench_crc_speed_LDADD = mcp/libmcp.la common/libpspcommon.la
 # --- end benchmarks ---

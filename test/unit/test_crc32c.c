@@ -64,7 +64,8 @@ TEST(random_lengths_offsets_and_splits)
     }
 }
 
-static const char *const impl_name[] = {"table", "crc32 instruction", "folding"};
+static const char *const impl_name[] = {"table", "crc32 instruction", "256-bit folding",
+                                        "512-bit folding"};
 
 /* Every length to 2400 and random runs to 64 KiB, with random starting states, by impl. */
 static void check_impl(enum mcp_crc32c_impl impl, uint64_t s)
@@ -103,9 +104,14 @@ TEST(instruction_path)
     check_impl(MCP_CRC32C_INSN, th_seed(8));
 }
 
-TEST(folding_path)
+TEST(folding_path_256)
 {
-    check_impl(MCP_CRC32C_FOLD, th_seed(9));
+    check_impl(MCP_CRC32C_FOLD256, th_seed(11));
+}
+
+TEST(folding_path_512)
+{
+    check_impl(MCP_CRC32C_FOLD512, th_seed(9));
 }
 
 #if defined(__x86_64__)
@@ -126,20 +132,30 @@ static int xinuse(uint64_t *u)
 /* Left in use, the upper halves of the vector registers made the SSE code that ran next (the
  * application's) run at a fraction of its speed: the SCOPE relax kernel took 3.5 times as long
  * between two nodes. */
-TEST(folding_leaves_the_upper_vector_halves_clear)
+static void check_upper_halves_clear(enum mcp_crc32c_impl impl)
 {
     uint32_t c = 0;
     uint64_t u;
     fill(th_seed(10));
-    if (!mcp_crc32c_with(MCP_CRC32C_FOLD, &c, buf, 4096))
-        SKIP("this CPU has no folding path");
+    if (!mcp_crc32c_with(impl, &c, buf, 4096))
+        SKIP("this CPU has no %s path", impl_name[impl]);
     if (!xinuse(&u))
         SKIP("this CPU does not report XINUSE");
-    mcp_crc32c_with(MCP_CRC32C_FOLD, &c, buf, 4096);
+    mcp_crc32c_with(impl, &c, buf, 4096);
     xinuse(&u);
     CHECK((u & ((1u << 2) | (1u << 6))) == 0,
-          "XINUSE %#llx after the folding CRC: the upper halves (bits 2, 6) are still in use",
-          (unsigned long long)u);
+          "XINUSE %#llx after the %s CRC: the upper halves (bits 2, 6) are still in use",
+          (unsigned long long)u, impl_name[impl]);
+}
+
+TEST(folding_256_leaves_the_upper_vector_halves_clear)
+{
+    check_upper_halves_clear(MCP_CRC32C_FOLD256);
+}
+
+TEST(folding_512_leaves_the_upper_vector_halves_clear)
+{
+    check_upper_halves_clear(MCP_CRC32C_FOLD512);
 }
 #endif
 
