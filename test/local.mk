@@ -77,6 +77,14 @@ test_unit_test_crc32c_CPPFLAGS = $(TEST_CPPFLAGS)
 test_unit_test_crc32c_LDADD = mcp/libmcp.la common/libpspcommon.la
 # --- end crc32c ---
 
+# --- rawdata's receive handler, on a message area in the test's memory ---
+check_PROGRAMS += test/unit/test_raw_rx
+test_unit_test_raw_rx_SOURCES = test/unit/test_raw_rx.c pulc/src/raw_rx.c pulc/src/marea.c \
+	pulc/src/area.c pulc/src/lring.c
+test_unit_test_raw_rx_CPPFLAGS = $(TEST_CPPFLAGS) $(PULC_CPPFLAGS)
+test_unit_test_raw_rx_LDADD = mcp/libmcp.la mcp/link/libmcplink.la common/libpspcommon.la -lpthread
+# --- end rawdata ---
+
 # --- benchmarks (test/bench/README.md) ---
 # udp-pp: the raw-link baseline of `make bench` (UDP ping-pong and stream, TCP stream).  Built by
 # `make check` (the bench-driver test runs it) and `make bench`; test/bench/run compiles it
