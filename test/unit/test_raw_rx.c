@@ -85,30 +85,41 @@ static int frame(int32_t pid, uint32_t i, uint32_t nonce, uint32_t off, uint32_t
     return rc;
 }
 
-TEST(the_owner_writes_straight_into_its_buffer)
+static uint8_t buf[40000];
+
+/* A fresh area with a registration of the first len bytes of buf (zeroed), nonce nonce. */
+static struct pulc_msg *start(uint32_t len, uint32_t nonce, uint32_t *i)
 {
     make_area();
-    static uint8_t buf[20000];
     memset(buf, 0, sizeof buf);
-    uint32_t i = reg(buf, sizeof buf, 77);
-    struct pulc_msg *m = pulc_msg_at(area, i);
-    CHECK_EQ_I64(frame(OWNER, i, 77, 0, 12000), 1);
-    CHECK_EQ_I64(frame(OWNER, i, 77, 12000, 8000), 1);
-    CHECK_EQ_U64(m->received, 20000);
-    CHECK_EQ_U64(m->taken, 20000);
+    *i = reg(buf, len, nonce);
+    return pulc_msg_at(area, *i);
+}
+
+/* The first n bytes arrived, all of them in the buffer in order, no fragment left. */
+static void check_all_in_buffer(const struct pulc_msg *m, uint32_t n)
+{
+    CHECK_EQ_U64(m->received, n);
+    CHECK_EQ_U64(m->taken, n);
     CHECK_EQ_U64(m->frag_head, PULC_NONE);
     CHECK_EQ_U64(area->frags_free, FRAGS);
-    CHECK(memcmp(buf, data, sizeof buf) == 0, "the buffer holds what was sent");
+    CHECK(memcmp(buf, data, n) == 0, "the buffer holds the first %u bytes sent, in order", n);
+}
+
+TEST(the_owner_writes_straight_into_its_buffer)
+{
+    uint32_t i;
+    struct pulc_msg *m = start(20000, 77, &i);
+    CHECK_EQ_I64(frame(OWNER, i, 77, 0, 12000), 1);
+    CHECK_EQ_I64(frame(OWNER, i, 77, 12000, 8000), 1);
+    check_all_in_buffer(m, 20000);
     drop_area();
 }
 
 TEST(another_drainer_queues_fragments_the_owner_has_not_taken)
 {
-    make_area();
-    static uint8_t buf[20000];
-    memset(buf, 0, sizeof buf);
-    uint32_t i = reg(buf, sizeof buf, 78);
-    struct pulc_msg *m = pulc_msg_at(area, i);
+    uint32_t i;
+    struct pulc_msg *m = start(20000, 78, &i);
     CHECK_EQ_I64(frame(DRAINER, i, 78, 0, 10000), 1);
     CHECK_EQ_U64(m->received, 10000);
     CHECK_EQ_U64(m->taken, 0);
@@ -121,38 +132,26 @@ TEST(another_drainer_queues_fragments_the_owner_has_not_taken)
 
 TEST(the_owner_takes_queued_fragments_first_then_writes_its_frame_straight_in)
 {
-    make_area();
-    static uint8_t buf[40000];
-    memset(buf, 0, sizeof buf);
-    uint32_t i = reg(buf, sizeof buf, 79);
-    struct pulc_msg *m = pulc_msg_at(area, i);
+    uint32_t i;
+    struct pulc_msg *m = start(40000, 79, &i);
     CHECK_EQ_I64(frame(DRAINER, i, 79, 0, 10000), 1);
     CHECK_EQ_I64(frame(DRAINER, i, 79, 10000, 5000), 1);
     CHECK_EQ_U64(area->frags_free, FRAGS - 5);
     /* the owner drains the next frame: the 15000 queued bytes, then its 7000, in order */
     CHECK_EQ_I64(frame(OWNER, i, 79, 15000, 7000), 1);
-    CHECK_EQ_U64(m->received, 22000);
-    CHECK_EQ_U64(m->taken, 22000);
-    CHECK_EQ_U64(m->frag_head, PULC_NONE);
-    CHECK_EQ_U64(area->frags_free, FRAGS);
-    CHECK(memcmp(buf, data, 22000) == 0, "the buffer holds the first 22000 bytes in order");
+    check_all_in_buffer(m, 22000);
     /* the other drainer again, then the owner, to the end */
     CHECK_EQ_I64(frame(DRAINER, i, 79, 22000, 9000), 1);
     CHECK_EQ_U64(m->taken, 22000);
     CHECK_EQ_I64(frame(OWNER, i, 79, 31000, 9000), 1);
-    CHECK_EQ_U64(m->taken, 40000);
-    CHECK_EQ_U64(area->frags_free, FRAGS);
-    CHECK(memcmp(buf, data, sizeof buf) == 0, "the whole buffer in order");
+    check_all_in_buffer(m, 40000);
     drop_area();
 }
 
 TEST(duplicates_orphans_and_frames_past_the_end_are_dropped)
 {
-    make_area();
-    static uint8_t buf[8000];
-    memset(buf, 0, sizeof buf);
-    uint32_t i = reg(buf, sizeof buf, 80);
-    struct pulc_msg *m = pulc_msg_at(area, i);
+    uint32_t i;
+    struct pulc_msg *m = start(8000, 80, &i);
     CHECK_EQ_I64(frame(DRAINER, i, 80, 0, 3000), 1);
     CHECK_EQ_I64(frame(OWNER, i, 80, 0, 3000), 0); /* a duplicate */
     CHECK_EQ_U64(area->rx_duplicate, 1);
@@ -160,14 +159,12 @@ TEST(duplicates_orphans_and_frames_past_the_end_are_dropped)
     CHECK_EQ_U64(area->rx_orphan, 1);
     CHECK_EQ_I64(frame(OWNER, i, 81, 3000, 1000), 0); /* a wrong nonce: not this one's */
     CHECK_EQ_U64(area->rx_orphan, 2);
-    CHECK_EQ_I64(frame(OWNER, i, 80, 3000, 6000), 0); /* past the end of the buffer */
+    CHECK_EQ_I64(frame(OWNER, i, 80, 3000, 6000), 0); /* past the end of the registration */
     CHECK_EQ_U64(area->rx_malformed, 1);
     CHECK_EQ_U64(m->received, 3000);
     /* a frame overlapping what arrived: only its new part is taken */
     CHECK_EQ_I64(frame(OWNER, i, 80, 2000, 6000), 1);
-    CHECK_EQ_U64(m->taken, 8000);
-    CHECK_EQ_U64(area->frags_free, FRAGS);
-    CHECK(memcmp(buf, data, sizeof buf) == 0, "the buffer holds what was sent, in order");
+    check_all_in_buffer(m, 8000);
     drop_area();
 }
 
