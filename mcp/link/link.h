@@ -80,6 +80,11 @@ struct mcp_link_stats {
     uint64_t rx_copied;         /* reads copied out of a staging buffer: all of them without
                                    segmenting; with it those not taken in place (segments
                                    one by one, several frames in one read, foreign ones) */
+    /* udp: consecutive small frames to one node in one datagram (PSP_UDP_PACK, udp_pack.h) */
+    uint64_t tx_packed;  /* frames sent packed */
+    uint64_t rx_packed;  /* frames taken out of packed datagrams */
+    uint64_t rx_carried; /* frames of a read kept for the next rx(): more than the firmware
+                            offered buffers for */
 };
 
 /* Copy the counters of a udp or eth link into s. 0, or -EINVAL for another kind of link. */

@@ -146,14 +146,15 @@ int mcp_sock_flush(struct lanai_link *l)
     struct mcp_sock_link *s = (struct mcp_sock_link *)l;
     int sent = 0;
 
+    s->flushes++;
     while (s->head < s->tail) {
-        unsigned k = s->tail - s->head;
-        for (unsigned i = 0; i < k; i++) {
+        unsigned k = s->tail - s->head, nmsg = 0;
+        for (unsigned i = 0; i < k; nmsg++) {
             struct mcp_sock_txent *e = &s->q[s->head + i];
-            struct msghdr *m = &s->msg[i].msg_hdr;
+            struct msghdr *m = &s->msg[nmsg].msg_hdr;
             memset(m, 0, sizeof *m);
             s->fill(s, e, m);
-            struct iovec *iov = s->iov[i];
+            struct iovec *iov = s->iov[nmsg];
             int niov = 0;
             if (s->hdr_len) {
                 iov[niov].iov_base = e->hdr;
@@ -163,11 +164,12 @@ int mcp_sock_flush(struct lanai_link *l)
             iov[niov++].iov_len = e->len;
             m->msg_iov = iov;
             m->msg_iovlen = (size_t)niov;
-            if (s->prepare)
-                s->prepare(s, i, e, m);
+            unsigned span = s->prepare ? s->prepare(s, nmsg, e, k - i, m) : 1;
+            s->span[nmsg] = (uint16_t)span;
+            i += span;
         }
 
-        int r = sendmmsg(s->fd, s->msg, k, MSG_DONTWAIT);
+        int r = sendmmsg(s->fd, s->msg, nmsg, MSG_DONTWAIT);
         s->st.tx_calls++;
         if (r < 0) {
             int e = errno;
@@ -183,18 +185,20 @@ int mcp_sock_flush(struct lanai_link *l)
             }
             if (e == EBADF || e == ENOTSOCK || e == EFAULT)
                 return -e; /* not the frame's fault: the link itself is broken */
-            if (s->refused && s->refused(s, &s->q[s->head], e))
+            if (s->refused && s->refused(s, &s->q[s->head], s->span[0], e))
                 continue;
             skip_failed(s, e);
             continue;
         }
-        for (int i = 0; i < r; i++) {
-            s->st.tx_frames++;
-            s->st.tx_bytes += s->q[s->head + (unsigned)i].len;
-        }
-        s->head += (unsigned)r;
-        sent += r;
-        if ((unsigned)r == k)
+        unsigned frames = 0;
+        for (int j = 0; j < r; j++)
+            for (unsigned f = 0; f < s->span[j]; f++, frames++) {
+                s->st.tx_frames++;
+                s->st.tx_bytes += s->q[s->head + frames].len;
+            }
+        s->head += frames;
+        sent += (int)frames;
+        if ((unsigned)r == nmsg)
             break;
         /* Partial send: the first unsent frame failed.  Some kernels keep its error as a
          * pending socket error: fetch (and clear) it, so that it cannot be blamed on a later
@@ -204,7 +208,8 @@ int mcp_sock_flush(struct lanai_link *l)
         socklen_t sl = sizeof soerr;
         if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
             soerr = 0;
-        if (soerr && !transient(soerr) && !(s->refused && s->refused(s, &s->q[s->head], soerr)))
+        if (soerr && !transient(soerr) &&
+            !(s->refused && s->refused(s, &s->q[s->head], s->span[r], soerr)))
             skip_failed(s, soerr);
     }
     s->head = s->tail = 0;

@@ -38,15 +38,20 @@ struct mcp_sock_link {
     int (*route)(struct mcp_sock_link *s, uint16_t dst);
     /* set the message's address and hdr[] for entry e (iov is filled by the core) */
     void (*fill)(struct mcp_sock_link *s, struct mcp_sock_txent *e, struct msghdr *m);
-    /* optional: called after the core filled message i of a batch for e; may replace its iov
-     * and add control data (the udp link's segments) */
-    void (*prepare)(struct mcp_sock_link *s, unsigned i, struct mcp_sock_txent *e,
-                    struct msghdr *m);
-    /* optional: the kernel refused e for good with err; 1 = try e again (the link changed how
-     * it sends, e.g. gave up segmentation), 0 = count it and skip it */
-    int (*refused)(struct mcp_sock_link *s, struct mcp_sock_txent *e, int err);
+    /* optional: called after the core filled message i of a batch for e, the first of avail
+     * queued entries; may replace its iov and add control data (the udp link's segments) and
+     * put the entries after e into it too (the udp link's packing): returns how many entries
+     * message i carries, at least 1 */
+    unsigned (*prepare)(struct mcp_sock_link *s, unsigned i, struct mcp_sock_txent *e,
+                        unsigned avail, struct msghdr *m);
+    /* optional: the kernel refused the message of span entries from e for good with err; 1 =
+     * try again (the link changed how it sends, e.g. gave up segmentation or packing), 0 =
+     * count e and skip it */
+    int (*refused)(struct mcp_sock_link *s, struct mcp_sock_txent *e, unsigned span, int err);
     unsigned head, tail; /* queued: q[head .. tail-1] */
+    uint64_t flushes;    /* mcp_sock_flush calls so far */
     struct mcp_sock_txent q[MCP_SOCK_TXQ];
+    uint16_t span[MCP_SOCK_TXQ]; /* entries each message of the batch carries */
     struct mmsghdr msg[MCP_SOCK_TXQ];
     struct iovec iov[MCP_SOCK_TXQ][2];
     uint8_t *scratch;

@@ -7,7 +7,10 @@
  * write (udp_seg.h), which the kernel carries as one packet; with UDP_GRO the receiver reads
  * it back as one, straight into a firmware buffer (rx_direct).  If the kernel refuses
  * segmentation, frames go as one IP-fragmented datagram each (PSP_UDP_GSO=0 chooses that too),
- * read through staging buffers (rx_staged).  Datagrams from addresses outside the nodes table are
+ * read through staging buffers (rx_staged).  Consecutive small frames to one node in one
+ * flush share a datagram (udp_pack.h; PSP_UDP_PACK=0: a datagram each); the receiver takes it
+ * apart and keeps the frames beyond the buffers the firmware offered for its next look
+ * (carry_frame).  Datagrams from addresses outside the nodes table are
  * handed up too: the firmware checks every header.
  *
  * When it may (CAP_NET_RAW, PSP_UDP_RING=1), the link opening the socket reads datagrams from
@@ -33,6 +36,7 @@
 #include "link_sock.h"
 #include "log.h"
 #include "settings.h"
+#include "udp_pack.h"
 #include "udp_ring.h"
 #include "udp_seg.h"
 
@@ -46,6 +50,10 @@
 #define UDP_RXBATCH    16u    /* datagrams (each possibly many GRO segments) read per rx() */
 #define UDP_STAGE      65536u /* bytes of one staged read: the largest GRO datagram */
 #define UDP_SOCK_LOOKS 1024u  /* with a ring: empty looks between reads of the UDP socket */
+#define UDP_CARRY      128u   /* plain frames kept from one read for the next rx() */
+#define UDP_PACK_REFUSALS                                                                          \
+    8u /* packed writes refused (each sent again unpacked) before packing                          \
+          stops for good */
 
 /* Where the iovecs of one message of a direct read point (rebuilt when the buffer changes). */
 struct udp_rxmap {
@@ -62,6 +70,15 @@ struct udp_link {
     /* sending segments */
     int gso;      /* 1: frames over seg bytes go as segments */
     uint32_t seg; /* bytes per segment, header included (interface MTU - 28) */
+    /* packing: consecutive small frames to one node in one datagram (udp_pack.h) */
+    int pack;               /* PSP_UDP_PACK */
+    uint64_t nopack_flush;  /* the flush (s.flushes) in which a packed write was refused */
+    unsigned pack_refusals; /* packed writes refused so far: at UDP_PACK_REFUSALS, no more */
+    /* receiving: plain frames of one read beyond the buffers the firmware offered, handed up
+     * at the next rx() (a packed write brings many frames in one datagram) */
+    uint8_t *carry; /* UDP_CARRY frames of seg bytes, allocated when first needed */
+    uint32_t carry_len[UDP_CARRY];
+    unsigned carry_head, carry_count;
     uint16_t next_id;
     struct iovec (*giov)[2 * UDP_SEG_MAX];     /* per queued frame of a batch */
     uint8_t (*ghdr)[UDP_SEG_MAX][UDP_SEG_HDR]; /* per queued frame of a batch */
@@ -102,19 +119,77 @@ static void udp_fill(struct mcp_sock_link *s, struct mcp_sock_txent *e, struct m
     m->msg_namelen = sizeof u->addr[e->dst];
 }
 
-/* Message i of a batch carries e: a frame over one datagram becomes segments (udp_seg.h). */
-static void udp_prepare(struct mcp_sock_link *s, unsigned i, struct mcp_sock_txent *e,
-                        struct msghdr *m)
+/* How many of the avail queued frames from e go packed in one datagram (udp_pack.h):
+ * consecutive frames to e's node while the datagram stays within seg bytes; 1: e alone. */
+static unsigned pack_count(const struct udp_link *u, const struct mcp_sock_txent *e, unsigned avail)
+{
+    if (!u->pack || u->nopack_flush == u->s.flushes)
+        return 1;
+    uint32_t total = 0;
+    unsigned c = 0;
+    while (c < avail && c < UDP_PACK_MAX && e[c].dst == e->dst &&
+           udp_pack_size(c + 1, total + e[c].len) <= u->seg)
+        total += e[c++].len;
+    return c ? c : 1;
+}
+
+/* Put a UDP_SEGMENT control message of gso_size into m, with message i's control buffer. */
+static void put_gso_size(struct udp_link *u, unsigned i, struct msghdr *m, uint32_t gso_size)
+{
+    m->msg_control = u->gctl[i].buf;
+    m->msg_controllen = sizeof u->gctl[i].buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(m);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t g = (uint16_t)gso_size;
+    memcpy(CMSG_DATA(c), &g, sizeof g);
+}
+
+/* Message i carries the cnt frames from e packed: the header and each frame's length are
+ * written into message i's segment-header room (UDP_SEG_MAX * UDP_SEG_HDR bytes). */
+static void pack_frames(struct udp_link *u, unsigned i, const struct mcp_sock_txent *e,
+                        unsigned cnt, struct msghdr *m)
+{
+    uint8_t *room = u->ghdr[i][0];
+    struct iovec *iov = u->giov[i];
+    udp_pack_put_hdr(room, cnt);
+    iov[0].iov_base = room;
+    iov[0].iov_len = UDP_PACK_HDR;
+    for (unsigned k = 0; k < cnt; k++) {
+        uint8_t *l = room + UDP_PACK_HDR + k * UDP_PACK_LEN;
+        udp_pack_put_len(l, e[k].len);
+        iov[1 + 2 * k].iov_base = l;
+        iov[1 + 2 * k].iov_len = UDP_PACK_LEN;
+        iov[2 + 2 * k].iov_base = (void *)e[k].frame;
+        iov[2 + 2 * k].iov_len = e[k].len;
+    }
+    m->msg_iov = iov;
+    m->msg_iovlen = 1 + 2 * cnt;
+    u->s.st.tx_packed += cnt;
+}
+
+/* Message i of a batch carries e: a frame over one datagram becomes segments (udp_seg.h);
+ * consecutive small frames to one node go packed (pack_count).  Returns the frames it
+ * carries. */
+static unsigned udp_prepare(struct mcp_sock_link *s, unsigned i, struct mcp_sock_txent *e,
+                            unsigned avail, struct msghdr *m)
 {
     struct udp_link *u = (struct udp_link *)s;
-    if (!u->gso || e->len <= u->seg)
-        return;
+    struct iovec *iov = u->giov[i];
+    if (e->len <= u->seg) {
+        unsigned cnt = pack_count(u, e, avail);
+        if (cnt > 1)
+            pack_frames(u, i, e, cnt, m);
+        return cnt;
+    }
+    if (!u->gso)
+        return 1;
     uint32_t chunk = u->seg - UDP_SEG_HDR;
     unsigned cnt = udp_seg_count(e->len, chunk);
     if (cnt > UDP_SEG_MAX)
-        return; /* cannot happen below max_frame; sent whole */
+        return 1; /* cannot happen below max_frame; sent whole */
     struct udp_seg_hdr h = {.id = u->next_id++, .cnt = (uint8_t)cnt, .chunk = (uint16_t)chunk};
-    struct iovec *iov = u->giov[i];
     for (unsigned k = 0; k < cnt; k++) {
         uint32_t off = k * chunk;
         h.idx = (uint8_t)k;
@@ -126,21 +201,28 @@ static void udp_prepare(struct mcp_sock_link *s, unsigned i, struct mcp_sock_txe
     }
     m->msg_iov = iov;
     m->msg_iovlen = 2 * cnt;
-    m->msg_control = u->gctl[i].buf;
-    m->msg_controllen = sizeof u->gctl[i].buf;
-    struct cmsghdr *c = CMSG_FIRSTHDR(m);
-    c->cmsg_level = SOL_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-    uint16_t gso_size = (uint16_t)u->seg;
-    memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
+    put_gso_size(u, i, m, u->seg);
     s->st.tx_segmented++;
+    return 1;
 }
 
-/* The kernel refused e for good: if it was a segmented write, stop segmenting and resend it. */
-static int udp_refused(struct mcp_sock_link *s, struct mcp_sock_txent *e, int err)
+/* The kernel refused the write of span frames from e for good: a packed one goes again
+ * unpacked (for the rest of this flush; after UDP_PACK_REFUSALS of them, for good); a
+ * segmented one makes the link stop segmenting and send it again. */
+static int udp_refused(struct mcp_sock_link *s, struct mcp_sock_txent *e, unsigned span, int err)
 {
     struct udp_link *u = (struct udp_link *)s;
+    if (span > 1) {
+        u->nopack_flush = s->flushes;
+        if (++u->pack_refusals == UDP_PACK_REFUSALS) {
+            u->pack = 0;
+            PSP_WARN("udp link of node %u: the kernel refused %u packed writes (the last: %s): "
+                     "frames go a datagram each from now on; PSP_UDP_PACK=0 says so from the "
+                     "start",
+                     (unsigned)s->l.node, UDP_PACK_REFUSALS, strerror(err));
+        }
+        return 1;
+    }
     if (!u->gso || e->len <= u->seg)
         return 0;
     u->gso = 0;
@@ -163,14 +245,46 @@ static int udp_node_of(const struct udp_link *u, const struct sockaddr_in *from)
     return -1;
 }
 
+/* Keep a plain frame that found no firmware buffer for the next rx(): 1 if kept, 0 if
+ * dropped (counted): too long, no room, no memory. */
+static int carry_frame(struct udp_link *u, const uint8_t *f, uint32_t len)
+{
+    if (len > u->seg || u->carry_count == UDP_CARRY ||
+        (!u->carry && !(u->carry = malloc((size_t)UDP_CARRY * u->seg)))) {
+        u->s.st.rx_dropped_nobuf++;
+        return 0;
+    }
+    unsigned k = (u->carry_head + u->carry_count++) % UDP_CARRY;
+    memcpy(u->carry + (size_t)k * u->seg, f, len);
+    u->carry_len[k] = len;
+    u->s.st.rx_carried++;
+    return 1;
+}
+
+/* The frames an earlier read kept (carry_frame), oldest first, into up to n buffers. */
+static int take_carried(struct udp_link *u, void *const *bufs, uint32_t cap, uint32_t *lens, int n)
+{
+    int filled = 0;
+    while (u->carry_count && filled < n) {
+        unsigned k = u->carry_head;
+        uint32_t len = u->carry_len[k];
+        memcpy(bufs[filled], u->carry + (size_t)k * u->seg, len < cap ? len : cap);
+        lens[filled++] = len > cap ? cap + 1 : len;
+        if (len > cap)
+            u->s.st.rx_truncated++;
+        u->s.st.rx_frames++;
+        u->carry_head = (k + 1) % UDP_CARRY;
+        u->carry_count--;
+    }
+    return filled;
+}
+
 /* Hand a frame of len bytes to the firmware in out (cap bytes); 1 if taken, 0 if no buffer. */
 static int put_frame(struct udp_link *u, void *const *bufs, uint32_t cap, uint32_t *lens, int n,
                      int *filled, const uint8_t *f, uint32_t len)
 {
-    if (*filled >= n) {
-        u->s.st.rx_dropped_nobuf++;
-        return 0;
-    }
+    if (*filled >= n)
+        return carry_frame(u, f, len);
     if (len > cap) { /* truncated: reported as cap + 1, the firmware counts it malformed */
         memcpy(bufs[*filled], f, cap);
         lens[*filled] = cap + 1;
@@ -182,6 +296,20 @@ static int put_frame(struct udp_link *u, void *const *bufs, uint32_t cap, uint32
     (*filled)++;
     u->s.st.rx_frames++;
     return 1;
+}
+
+/* The frames of a packed datagram (len bytes at p) to the firmware, in order: 1, or 0 if p is
+ * not one (then it is a frame, or junk for the firmware to judge). */
+static int take_packed(struct udp_link *u, void *const *bufs, uint32_t cap, uint32_t *lens, int n,
+                       int *filled, const uint8_t *p, uint32_t len)
+{
+    const uint8_t *frames[UDP_PACK_MAX];
+    uint32_t flens[UDP_PACK_MAX];
+    unsigned cnt = udp_pack_magic(p, len) ? udp_pack_split(p, len, frames, flens) : 0;
+    for (unsigned k = 0; k < cnt; k++)
+        put_frame(u, bufs, cap, lens, n, filled, frames[k], flens[k]);
+    u->s.st.rx_packed += cnt;
+    return cnt > 0;
 }
 
 /*
@@ -236,7 +364,8 @@ static void take_datagram(struct udp_link *u, const uint8_t *p, uint32_t len, ui
         const uint8_t *piece = p + off;
         struct udp_seg_hdr h;
         if (!udp_seg_get(piece, plen, &h)) { /* a plain frame (or junk: the firmware judges) */
-            put_frame(u, bufs, cap, lens, n, filled, piece, plen);
+            if (!take_packed(u, bufs, cap, lens, n, filled, piece, plen))
+                put_frame(u, bufs, cap, lens, n, filled, piece, plen);
             off += plen;
             continue;
         }
@@ -383,8 +512,9 @@ static int64_t direct_frame(struct udp_link *u, unsigned i, uint32_t len, uint32
     struct udp_seg_hdr h0, h;
 
     if (gso == len) { /* one datagram: a plain frame unless it is a lone segment */
-        if (len > m->cap || len > u->seg || udp_seg_magic(hdr[0], len))
-            return -1;
+        if (len > m->cap || len > u->seg || udp_seg_magic(hdr[0], len) ||
+            udp_pack_magic(hdr[0], len))
+            return -1; /* a lone segment or a packed datagram: taken apart the slow way */
         if (len > UDP_SEG_HDR)
             memmove(buf + UDP_SEG_HDR, buf, len - UDP_SEG_HDR);
         memcpy(buf, hdr[0], len < UDP_SEG_HDR ? len : UDP_SEG_HDR);
@@ -481,6 +611,12 @@ static int rx_ring(struct udp_link *u, void *const *bufs, uint32_t cap, uint32_t
     const uint8_t *p;
     uint32_t len, gso;
     while (filled < n && (r = udp_ring_peek(&u->ring, &from, &p, &len, &gso)) != 0) {
+        /* A packed datagram with more frames than the buffers left waits in the ring for the
+         * next look rather than leave frames in this process's carry, which the next pass,
+         * if another process of the node runs it, would not see (and the frames after them
+         * would come out of order, to be sent again). */
+        if (r > 0 && filled > 0 && udp_pack_magic(p, len) && len > 2 && p[2] > n - filled)
+            break;
         if (r > 0) {
             u->s.st.rx_bytes += len;
             take_datagram(u, p, len, gso, &from, bufs, cap, lens, n, &filled);
@@ -500,9 +636,17 @@ static int udp_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_
     struct udp_link *u = (struct udp_link *)l;
     if (n <= 0)
         return 0;
+    int old = u->carry_count ? take_carried(u, bufs, cap, lens, n) : 0, r;
+    if (old == n)
+        return old;
+    bufs += old;
+    lens += old;
+    n -= old;
     if (u->ring.fd >= 0)
-        return rx_ring(u, bufs, cap, lens, n);
-    return u->gso ? rx_direct(u, bufs, cap, lens, n) : rx_staged(u, bufs, cap, lens, n);
+        r = rx_ring(u, bufs, cap, lens, n);
+    else
+        r = u->gso ? rx_direct(u, bufs, cap, lens, n) : rx_staged(u, bufs, cap, lens, n);
+    return r < 0 ? r : old + r;
 }
 
 /* With a ring, whether rx() would find anything is one load (lanai.h: pending); every
@@ -510,7 +654,7 @@ static int udp_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_
 static int udp_pending(struct lanai_link *l)
 {
     struct udp_link *u = (struct udp_link *)l;
-    if (u->ring.fd < 0 || udp_ring_ready(&u->ring))
+    if (u->carry_count || u->ring.fd < 0 || udp_ring_ready(&u->ring))
         return 1;
     return ++u->sock_looks >= UDP_SOCK_LOOKS;
 }
@@ -532,6 +676,7 @@ static void udp_free(struct udp_link *u)
     free(u->gctl);
     free(u->stage);
     free(u->lin);
+    free(u->carry);
     free(u->rdiov);
     free(u->rdhdr);
     free(u->present);
@@ -579,8 +724,9 @@ static unsigned iface_mtu(struct in_addr ip)
  */
 static int setup_segments(struct udp_link *u, int fd, struct in_addr ip, char *err, size_t errlen)
 {
-    uint64_t gso = 1, seg = 0;
+    uint64_t gso = 1, seg = 0, pack = 1;
     if (psp_setting_u64("PSP_UDP_GSO", 0, 1, &gso, err, errlen) ||
+        psp_setting_u64("PSP_UDP_PACK", 0, 1, &pack, err, errlen) ||
         psp_setting_u64("PSP_UDP_SEGMENT", 0, UDP_DGRAM_MAX, &seg, err, errlen))
         return -EINVAL;
     if (seg == 0) {
@@ -597,6 +743,7 @@ static int setup_segments(struct udp_link *u, int fd, struct in_addr ip, char *e
     }
     u->seg = (uint32_t)seg;
     u->gso = gso && seg < UDP_DGRAM_MAX;
+    u->pack = (int)pack;
     int one = 1, zero = 0;
     /* Every frame carries its own CRC-32C end to end, so the UDP checksum is redundant:
      * without GSO, sending without one spares the receiving kernel a checksum pass over every

@@ -809,6 +809,106 @@ TEST(udp_loopback_batch)
     free(r);
 }
 
+/*
+ * Packing (PSP_UDP_PACK): a burst of 26 frames of 120 to 400 bytes to node 1 in one flush, one
+ * sendmmsg.  b reads with per buffers a look, so most of a packed datagram waits in the link
+ * for a later look: every frame once, in order.  Returns the sender's frames sent packed.
+ */
+static uint64_t pack_burst(struct lanai_link *a, struct lanai_link *b, int per)
+{
+    enum { N = 26 };
+    static uint8_t f[N][400];
+    uint32_t len[N];
+    for (uint32_t i = 0; i < N; i++) {
+        len[i] = 120 + (i * 97) % 281;
+        make_frame(f[i], len[i], MCP_FT_DATA, i);
+        CHECK_OK(lanai_tx(a, 1, f[i], len[i]));
+    }
+    struct mcp_link_stats st0, st;
+    mcp_link_stats(a, &st0);
+    CHECK_EQ_I64(lanai_flush(a), N);
+    mcp_link_stats(a, &st);
+    CHECK_EQ_U64(st.tx_calls - st0.tx_calls, 1);
+    struct rxbufs *r = rxbufs_new();
+    if (!CHECK(r != NULL, "memory"))
+        return UINT64_MAX;
+    uint32_t next = 0;
+    double end = now_s() + 2.0;
+    while (next < N && now_s() < end) {
+        int n = lanai_rx(b, r->bufs, SIM_MAXF, r->lens, per);
+        CHECK(n >= 0 && n <= per, "rx: %d", n);
+        for (int i = 0; i < n; i++, next++) {
+            uint32_t no = frame_no(r->mem[i]);
+            if (!CHECK(no == next && no < N && r->lens[i] == len[no] &&
+                           frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, no),
+                       "frame %u read as number %u, %u bytes", next, no, r->lens[i]))
+                break;
+        }
+    }
+    CHECK_EQ_U64(next, N);
+    CHECK_EQ_I64(lanai_pending(b) && lanai_rx(b, r->bufs, SIM_MAXF, r->lens, 64) > 0, 0);
+    free(r);
+    return st.tx_packed - st0.tx_packed;
+}
+
+TEST(udp_small_frames_to_one_node_go_packed)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    REQUIRE(udp_pair_open(&u, NULL, err, sizeof err) == 0, "open: %s", err);
+    /* one packed datagram (under loopback's MTU); read 64, then 4 at a time */
+    CHECK_EQ_U64(pack_burst(u.l[0], u.l[1], 64), 26);
+    CHECK_EQ_U64(pack_burst(u.l[0], u.l[1], 4), 26);
+    struct mcp_link_stats st;
+    mcp_link_stats(u.l[1], &st);
+    CHECK_EQ_U64(st.rx_frames, 52);
+    CHECK_EQ_U64(st.rx_packed, 52);
+    CHECK_EQ_U64(st.rx_carried, 26 - 4); /* the second datagram read with room for 4 */
+    CHECK_EQ_U64(st.rx_dropped_nobuf, 0);
+
+    /* Datagrams that only look packed (a count of 1, lengths that end before or after the
+     * datagram, an empty frame) go up whole, for the firmware to judge; a good one with two
+     * frames comes apart. */
+    static const uint8_t bad[][12] = {{'P', 'K', 1, 0, 8, 0, 1, 2, 3, 4, 5, 6},
+                                      {'P', 'K', 2, 0, 3, 0, 1, 2, 3, 4, 0, 9},
+                                      {'P', 'K', 2, 0, 2, 0, 1, 2, 1, 0, 3, 4},
+                                      {'P', 'K', 2, 0, 0, 0, 2, 0, 1, 2, 3, 4},
+                                      {'P', 'K', 2, 0, 3, 0, 1, 2, 3, 3, 0, 7}};
+    static const uint8_t good[12] = {'P', 'K', 2, 0, 3, 0, 1, 2, 3, 1, 0, 9};
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_addr = u.nodes.node[1].ip,
+                             .sin_port = htons(u.nodes.node[1].port)};
+    int fd0 = mcp_link_fd(u.l[0]);
+    for (unsigned k = 0; k <= sizeof bad / sizeof bad[0]; k++) {
+        const uint8_t *d = k < sizeof bad / sizeof bad[0] ? bad[k] : good;
+        CHECK(sendto(fd0, d, 12, 0, (struct sockaddr *)&to, sizeof to) == 12, "sendto: %s",
+              strerror(errno));
+    }
+    struct rxbufs *r = rxbufs_new();
+    int got = 0;
+    CHECK_OK(rx_until(u.l[1], r, SIM_MAXF, 7, &got));
+    CHECK_EQ_I64(got, 7);
+    for (int k = 0; k < 5 && k < got; k++)
+        CHECK(r->lens[k] == 12 && memcmp(r->mem[k], bad[k], 12) == 0,
+              "datagram %d handed up whole (%u bytes)", k, r->lens[k]);
+    CHECK(got == 7 && r->lens[5] == 3 && memcmp(r->mem[5], "\1\2\3", 3) == 0 && r->lens[6] == 1 &&
+              r->mem[6][0] == 9,
+          "the good one: a frame of 3 bytes and one of 1");
+    free(r);
+    udp_pair_close(&u);
+
+    /* PSP_UDP_PACK=0: a datagram each, the same frames */
+    setenv("PSP_UDP_PACK", "0", 1);
+    int rc = udp_pair_open(&u, NULL, err, sizeof err);
+    unsetenv("PSP_UDP_PACK");
+    REQUIRE(rc == 0, "open: %s", err);
+    CHECK_EQ_U64(pack_burst(u.l[0], u.l[1], 4), 0);
+    mcp_link_stats(u.l[1], &st);
+    CHECK_EQ_U64(st.rx_packed, 0);
+    CHECK_EQ_U64(st.rx_carried, 0);
+    udp_pair_close(&u);
+}
+
 TEST(udp_truncation)
 {
     static struct udp_pair u;
@@ -1897,6 +1997,12 @@ static void udp_ring_checks(void)
     CHECK_EQ_U64(st.rx_segmented, 5);
     CHECK_EQ_U64(st.rx_copied, 0); /* nothing came through the UDP socket */
     CHECK_EQ_U64(st.rx_seg_incomplete, 0);
+    /* packed datagrams through the ring (four under the MTU), read a few frames a look */
+    CHECK_EQ_U64(pack_burst(a, b, 3), 26);
+    mcp_link_stats(b, &st);
+    CHECK_EQ_U64(st.rx_packed, 26);
+    CHECK_EQ_U64(st.rx_dropped_nobuf, 0);
+    CHECK_EQ_U64(st.rx_copied, 0);
 
     /* A sender without GSO (a plain socket here): a 3000-byte frame goes as IP fragments,
      * which the ring does not take; the UDP socket keeps it, read within UDP_SOCK_LOOKS looks.
