@@ -1997,12 +1997,20 @@ static void udp_ring_checks(void)
     CHECK_EQ_U64(st.rx_segmented, 5);
     CHECK_EQ_U64(st.rx_copied, 0); /* nothing came through the UDP socket */
     CHECK_EQ_U64(st.rx_seg_incomplete, 0);
-    /* packed datagrams through the ring (four under the MTU), read a few frames a look */
+    /* packed datagrams through the ring (several under the MTU), read a few frames a look */
     CHECK_EQ_U64(pack_burst(a, b, 3), 26);
     mcp_link_stats(b, &st);
     CHECK_EQ_U64(st.rx_packed, 26);
     CHECK_EQ_U64(st.rx_dropped_nobuf, 0);
     CHECK_EQ_U64(st.rx_copied, 0);
+    /* read 10 a look: a packed datagram that does not fit the buffers left waits in the ring
+     * (none of its frames is kept in this process, where another one sharing the ring would
+     * not see them); only a first datagram larger than all the buffers is kept in part */
+    uint64_t carried = st.rx_carried;
+    CHECK_EQ_U64(pack_burst(a, b, 10), 26);
+    mcp_link_stats(b, &st);
+    CHECK_EQ_U64(st.rx_carried - carried, 0);
+    CHECK_EQ_U64(st.rx_packed, 52);
 
     /* A sender without GSO (a plain socket here): a 3000-byte frame goes as IP fragments,
      * which the ring does not take; the UDP socket keeps it, read within UDP_SOCK_LOOKS looks.
