@@ -146,7 +146,6 @@ int mcp_sock_flush(struct lanai_link *l)
     struct mcp_sock_link *s = (struct mcp_sock_link *)l;
     int sent = 0;
 
-    s->flushes++;
     while (s->head < s->tail) {
         unsigned k = s->tail - s->head, nmsg = 0;
         for (unsigned i = 0; i < k; nmsg++) {
@@ -185,7 +184,7 @@ int mcp_sock_flush(struct lanai_link *l)
             }
             if (e == EBADF || e == ENOTSOCK || e == EFAULT)
                 return -e; /* not the frame's fault: the link itself is broken */
-            if (s->refused && s->refused(s, &s->q[s->head], s->span[0], e))
+            if (s->refused && s->refused(s, &s->q[s->head], e))
                 continue;
             skip_failed(s, e);
             continue;
@@ -208,8 +207,7 @@ int mcp_sock_flush(struct lanai_link *l)
         socklen_t sl = sizeof soerr;
         if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
             soerr = 0;
-        if (soerr && !transient(soerr) &&
-            !(s->refused && s->refused(s, &s->q[s->head], s->span[r], soerr)))
+        if (soerr && !transient(soerr) && !(s->refused && s->refused(s, &s->q[s->head], soerr)))
             skip_failed(s, soerr);
     }
     s->head = s->tail = 0;

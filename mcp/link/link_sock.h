@@ -44,12 +44,11 @@ struct mcp_sock_link {
      * message i carries, at least 1 */
     unsigned (*prepare)(struct mcp_sock_link *s, unsigned i, struct mcp_sock_txent *e,
                         unsigned avail, struct msghdr *m);
-    /* optional: the kernel refused the message of span entries from e for good with err; 1 =
-     * try again (the link changed how it sends, e.g. gave up segmentation or packing), 0 =
-     * count e and skip it */
-    int (*refused)(struct mcp_sock_link *s, struct mcp_sock_txent *e, unsigned span, int err);
+    /* optional: the kernel refused the message that starts with e for good with err; 1 = try
+     * again (the link changed how it sends, e.g. gave up segmentation), 0 = count e and skip
+     * it (the rest of its message goes again) */
+    int (*refused)(struct mcp_sock_link *s, struct mcp_sock_txent *e, int err);
     unsigned head, tail; /* queued: q[head .. tail-1] */
-    uint64_t flushes;    /* mcp_sock_flush calls so far */
     struct mcp_sock_txent q[MCP_SOCK_TXQ];
     uint16_t span[MCP_SOCK_TXQ]; /* entries each message of the batch carries */
     struct mmsghdr msg[MCP_SOCK_TXQ];

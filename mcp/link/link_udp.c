@@ -51,9 +51,6 @@
 #define UDP_STAGE      65536u /* bytes of one staged read: the largest GRO datagram */
 #define UDP_SOCK_LOOKS 1024u  /* with a ring: empty looks between reads of the UDP socket */
 #define UDP_CARRY      128u   /* plain frames kept from one read for the next rx() */
-#define UDP_PACK_REFUSALS                                                                          \
-    8u /* packed writes refused (each sent again unpacked) before packing                          \
-          stops for good */
 
 /* Where the iovecs of one message of a direct read point (rebuilt when the buffer changes). */
 struct udp_rxmap {
@@ -71,9 +68,7 @@ struct udp_link {
     int gso;      /* 1: frames over seg bytes go as segments */
     uint32_t seg; /* bytes per segment, header included (interface MTU - 28) */
     /* packing: consecutive small frames to one node in one datagram (udp_pack.h) */
-    int pack;               /* PSP_UDP_PACK */
-    uint64_t nopack_flush;  /* the flush (s.flushes) in which a packed write was refused */
-    unsigned pack_refusals; /* packed writes refused so far: at UDP_PACK_REFUSALS, no more */
+    int pack; /* PSP_UDP_PACK */
     /* receiving: plain frames of one read beyond the buffers the firmware offered, handed up
      * at the next rx() (a packed write brings many frames in one datagram) */
     uint8_t *carry; /* UDP_CARRY frames of seg bytes, allocated when first needed */
@@ -123,7 +118,7 @@ static void udp_fill(struct mcp_sock_link *s, struct mcp_sock_txent *e, struct m
  * consecutive frames to e's node while the datagram stays within seg bytes; 1: e alone. */
 static unsigned pack_count(const struct udp_link *u, const struct mcp_sock_txent *e, unsigned avail)
 {
-    if (!u->pack || u->nopack_flush == u->s.flushes)
+    if (!u->pack)
         return 1;
     uint32_t total = 0;
     unsigned c = 0;
@@ -131,19 +126,6 @@ static unsigned pack_count(const struct udp_link *u, const struct mcp_sock_txent
            udp_pack_size(c + 1, total + e[c].len) <= u->seg)
         total += e[c++].len;
     return c ? c : 1;
-}
-
-/* Put a UDP_SEGMENT control message of gso_size into m, with message i's control buffer. */
-static void put_gso_size(struct udp_link *u, unsigned i, struct msghdr *m, uint32_t gso_size)
-{
-    m->msg_control = u->gctl[i].buf;
-    m->msg_controllen = sizeof u->gctl[i].buf;
-    struct cmsghdr *c = CMSG_FIRSTHDR(m);
-    c->cmsg_level = SOL_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-    uint16_t g = (uint16_t)gso_size;
-    memcpy(CMSG_DATA(c), &g, sizeof g);
 }
 
 /* Message i carries the cnt frames from e packed: the header and each frame's length are
@@ -201,28 +183,24 @@ static unsigned udp_prepare(struct mcp_sock_link *s, unsigned i, struct mcp_sock
     }
     m->msg_iov = iov;
     m->msg_iovlen = 2 * cnt;
-    put_gso_size(u, i, m, u->seg);
+    m->msg_control = u->gctl[i].buf;
+    m->msg_controllen = sizeof u->gctl[i].buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(m);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t gso_size = (uint16_t)u->seg;
+    memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
     s->st.tx_segmented++;
     return 1;
 }
 
-/* The kernel refused the write of span frames from e for good: a packed one goes again
- * unpacked (for the rest of this flush; after UDP_PACK_REFUSALS of them, for good); a
- * segmented one makes the link stop segmenting and send it again. */
-static int udp_refused(struct mcp_sock_link *s, struct mcp_sock_txent *e, unsigned span, int err)
+/* The kernel refused e for good: if it was a segmented write, stop segmenting and resend it.
+ * (A packed datagram is an ordinary one under the MTU: its refusal is its first frame's, which
+ * is skipped; the others go again.) */
+static int udp_refused(struct mcp_sock_link *s, struct mcp_sock_txent *e, int err)
 {
     struct udp_link *u = (struct udp_link *)s;
-    if (span > 1) {
-        u->nopack_flush = s->flushes;
-        if (++u->pack_refusals == UDP_PACK_REFUSALS) {
-            u->pack = 0;
-            PSP_WARN("udp link of node %u: the kernel refused %u packed writes (the last: %s): "
-                     "frames go a datagram each from now on; PSP_UDP_PACK=0 says so from the "
-                     "start",
-                     (unsigned)s->l.node, UDP_PACK_REFUSALS, strerror(err));
-        }
-        return 1;
-    }
     if (!u->gso || e->len <= u->seg)
         return 0;
     u->gso = 0;
@@ -615,7 +593,7 @@ static int rx_ring(struct udp_link *u, void *const *bufs, uint32_t cap, uint32_t
          * next look rather than leave frames in this process's carry, which the next pass,
          * if another process of the node runs it, would not see (and the frames after them
          * would come out of order, to be sent again). */
-        if (r > 0 && filled > 0 && udp_pack_magic(p, len) && len > 2 && p[2] > n - filled)
+        if (r > 0 && filled > 0 && udp_pack_count(p, len) > (unsigned)(n - filled))
             break;
         if (r > 0) {
             u->s.st.rx_bytes += len;

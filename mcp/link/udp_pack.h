@@ -32,6 +32,13 @@ static inline int udp_pack_magic(const uint8_t *p, size_t len)
     return len >= 2 && (uint16_t)(p[0] | p[1] << 8) == UDP_PACK_MAGIC;
 }
 
+/* The frame count a packed datagram's header gives (0 if p is not one); not checked against
+ * its lengths (udp_pack_split does that). */
+static inline unsigned udp_pack_count(const uint8_t *p, size_t len)
+{
+    return len >= UDP_PACK_HDR && udp_pack_magic(p, len) ? p[2] : 0;
+}
+
 /* Bytes a datagram of cnt frames of total bytes in all takes. */
 static inline uint32_t udp_pack_size(unsigned cnt, uint32_t total)
 {

@@ -1323,6 +1323,20 @@ TEST(udp_refused_frames_counted)
     CHECK_EQ_I64(got, 2);
     CHECK(got == 2 && frame_no(r->mem[0]) == 0 && frame_no(r->mem[1]) == 2, "frames 0 and 2");
 
+    /* two frames to node 2 in a row go packed: the refused datagram counts each frame once,
+     * and the frame to node 1 behind them still goes */
+    CHECK_OK(lanai_tx(u.l[0], 2, f[1], 64));
+    CHECK_OK(lanai_tx(u.l[0], 2, f[3], 64));
+    CHECK_OK(lanai_tx(u.l[0], 1, f[0], 64));
+    CHECK_EQ_I64(lanai_flush(u.l[0]), 1);
+    mcp_link_stats(u.l[0], &st);
+    CHECK_EQ_U64(st.tx_errors, 4);
+    CHECK_EQ_U64(st.tx_frames, 3);
+    CHECK_EQ_U64(st.tx_packed, 2);
+    got = 0;
+    rx_until(u.l[1], r, SIM_MAXF, 1, &got);
+    CHECK(got == 1 && frame_no(r->mem[0]) == 0, "frame 0 again (%d frames)", got);
+
     /* a node the table does not describe, or does not exist */
     CHECK_RC(lanai_tx(u.l[0], 3, f[0], 64), -EINVAL);
     u.nodes.node[2].present = 0; /* the link copied the table: no effect */
