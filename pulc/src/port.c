@@ -363,7 +363,7 @@ int pulc_send_start(struct pulc_proc *P, PSP_Port *port, unsigned proto, PSP_Por
     uint32_t num = PSP_PORTID_NUMBER(dest);
     if (num == 0 || num >= P->node.area->cfg.ports)
         return -ECONNREFUSED;
-    memset(req, 0, sizeof *req);
+    rq_clear(req);
     req->len = len;
     req->xlen = xlen;
     req->p_kind = (uint16_t)proto;

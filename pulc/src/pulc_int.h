@@ -6,6 +6,7 @@
 #ifndef PSPORT_PULC_INT_H
 #define PSPORT_PULC_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hal.h"
@@ -106,11 +107,38 @@ static inline void rq_complete(PSP_Request *r, int error)
     __atomic_store_n(&r->p_state, PULC_RQ_DONE, __ATOMIC_RELEASE);
 }
 
+/*
+ * Zero every field of req.  Field by field, not memset: GCC makes a 128-byte memset (or a
+ * compound literal) `rep stos`, whose start-up cost was a tenth of the local receive path in
+ * osu_mbw_mr on an AMD EPYC.  The assertions stop the build when a field is added.
+ */
+static inline void rq_clear(PSP_Request *req)
+{
+    _Static_assert(sizeof(PSP_Request) == 128 && offsetof(PSP_Request, p_arg) == 120,
+                   "PSP_Request changed: clear its new fields in rq_clear");
+    req->error = 0;
+    req->src = 0;
+    req->len = req->copied = 0;
+    req->xlen = req->p_kind = 0;
+    req->p_state = 0;
+    req->p_next = req->p_prev = NULL;
+    req->p_port = NULL;
+    req->p_sbuf = NULL;
+    req->p_rbuf = NULL;
+    req->p_xhdr = NULL;
+    req->p_xbuf = NULL;
+    req->p_buflen = req->p_xmax = req->p_off = req->p_msg_id = req->p_msg = 0;
+    req->p_dest = 0;
+    req->p_accept = NULL;
+    req->p_place = NULL;
+    req->p_arg = NULL;
+}
+
 /* A receive request into buf (len bytes) and xbuf (xmax bytes), not yet in any list. */
 static inline void recv_init(PSP_Request *req, PSP_Port *port, void *xbuf, uint16_t xmax, void *buf,
                              uint32_t len)
 {
-    memset(req, 0, sizeof *req);
+    rq_clear(req);
     req->p_port = port;
     req->p_rbuf = buf;
     req->p_buflen = len;
