@@ -871,12 +871,14 @@ int PSP_Cancel(PSP_Request *req)
 
 /* ---- progress and waiting ---- */
 
-/* One progress turn (pulc_progress); *turn set when it began a turn that runs the firmware
- * (pulc_area_turn), which the caller ends. */
+/* One progress turn (pulc_progress): 1 when it moved anything of this node's or process's
+ * traffic (the firmware sent or received frames, frames were drained, sends posted,
+ * rawdata copied), 0 when nothing moved, or a negative errno.  *turn set when it began a
+ * turn that runs the firmware (pulc_area_turn), which the caller ends. */
 static int progress_turn(struct pulc_proc *P, int *turn)
 {
     struct pulc_hal *h = P->h;
-    int rc;
+    int rc, moved = 0;
     /* The NIC (a firmware pass costs a system call; the host queue and the error queue
      * share cache lines the firmware writes): at every call while this process has talked
      * to other nodes lately, else at most every PULC_NIC_QUIET_NS, so local traffic does not
@@ -901,13 +903,16 @@ static int progress_turn(struct pulc_proc *P, int *turn)
         if (rc < 0)
             return rc;
         P->nic_ns = now;
-        if (rc > 0)
+        if (rc > 0) {
             P->remote_ns = now;
+            moved = 1;
+        }
         /* busy until PULC_NIC_BUSY_NS pass without inter-node traffic */
         P->nic_busy = now - P->remote_ns < PULC_NIC_BUSY_NS;
         struct mcp_rx_desc d;
         if (mcp_recv_peek(P->node.img, &d)) {
             P->remote_ns = now;
+            moved = 1;
             rc = pulc_drain(&P->node, 64);
             if (rc < 0)
                 return rc;
@@ -922,6 +927,7 @@ static int progress_turn(struct pulc_proc *P, int *turn)
         if (!P->h->kernel) /* (the kernel provider's kick comes below) */
             tx_handoff(P, PSP_PORTID_NODE(r->p_dest), r->p_msg);
         rq_complete(r, 0);
+        moved = 1;
     }
     if (P->lsend_head)
         progress_local(P);
@@ -929,11 +935,11 @@ static int progress_turn(struct pulc_proc *P, int *turn)
         if (port->rq_head || port->nrx_rings ||
             pulc_port_at(P->node.area, port->idx)->rings_gen != port->rx_rings_gen)
             progress_port(P, port); /* ring messages move to the queue without receives */
-    if (P->raw_regs)
-        pulc_raw_progress(P);
+    if (P->raw_regs && pulc_raw_progress(P))
+        moved = 1;
     /* kernel provider: what this turn posted goes out now, not at the next turn */
     rc = pulc_hal_kick(h);
-    return rc < 0 ? rc : 0;
+    return rc < 0 ? rc : moved;
 }
 
 int pulc_progress(struct pulc_proc *P)
@@ -990,14 +996,23 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
     struct pulc_hal *h = P->h;
     uint64_t t0 = mcp_now_ns(), now = t0;
     uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000u;
+    int moved = 0;
     for (unsigned turn = 0;; turn++) {
         int rc = pulc_progress(P);
         if (rc < 0)
             return rc;
         if (done(arg))
             return 0;
-        if ((turn & 15) == 0)
+        moved |= rc;
+        if ((turn & 15) == 0) {
             now = mcp_now_ns();
+            /* Traffic moving is not waiting: spin and yield count from when it stops.  A
+             * long transfer (4 MiB both ways between two nodes) otherwise slept every
+             * PSP_SPIN_US + PSP_YIELD_US and left the firmware to psid's NIC thread. */
+            if (moved)
+                t0 = now;
+            moved = 0;
+        }
         if (now >= end)
             return -ETIMEDOUT;
         uint64_t waited = now - t0;

@@ -226,7 +226,8 @@ int pulc_local_ready(struct pulc_proc *P, PSP_Port *port);
 /* The port closes: forget its peers and rings (the area side is pulc_port_close_locked). */
 void pulc_local_forget(PSP_Port *port);
 
-/* rawdata: copy data queued in the area into this process's registered buffers. */
-void pulc_raw_progress(struct pulc_proc *P);
+/* rawdata: copy data queued in the area into this process's registered buffers; 1 when
+ * there was any, else 0. */
+int pulc_raw_progress(struct pulc_proc *P);
 
 #endif

@@ -63,9 +63,10 @@ int PSP_RawRegister(PSP_Port *port, void *buf, uint32_t len, PSP_RawHandle *hand
 }
 
 /* Copy queued fragments of our registrations into their buffers. */
-void pulc_raw_progress(struct pulc_proc *P)
+int pulc_raw_progress(struct pulc_proc *P)
 {
     struct pulc_area *a = P->node.area;
+    int copied = 0;
     for (PSP_Port *port = P->ports; port; port = port->next) {
         struct pulc_port *pt = pulc_port_at(a, port->idx);
         int locked = 0;
@@ -75,7 +76,7 @@ void pulc_raw_progress(struct pulc_proc *P)
                 __atomic_load_n(&m->frag_head, __ATOMIC_ACQUIRE) != PULC_NONE) {
                 if (!locked) {
                     if (pulc_area_lock(a))
-                        return;
+                        return copied;
                     locked = 1;
                     i = pt->qhead; /* the queue may have changed before we locked */
                     continue;
@@ -87,7 +88,9 @@ void pulc_raw_progress(struct pulc_proc *P)
         }
         if (locked)
             pulc_area_unlock(a);
+        copied |= locked;
     }
+    return copied;
 }
 
 int64_t PSP_RawReceived(PSP_Port *port, const PSP_RawHandle *handle)
