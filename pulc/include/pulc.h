@@ -200,10 +200,10 @@ int PSP_Receive(PSP_Port *port, void *xbuf, uint16_t xmax, void *buf, uint32_t l
 int PSP_IProbe(PSP_Port *port, PSP_AcceptFn accept, void *arg, PSP_MsgInfo *info);
 
 /*
- * Run the library's progress once (NIC, host queue, pending sends and receives): 1 when it
- * moved traffic (the NIC sent or received frames, sends were posted, rawdata was copied),
- * 0 when nothing moved, or a negative errno.  A caller that waits keeps polling while it
- * returns 1: traffic that moves is not idle time.
+ * Run the library's progress once (NIC, host queue, pending sends and receives): 1 when this
+ * process's traffic moved (its sends were posted, frames or messages arrived at its ports,
+ * rawdata was copied into its buffers), 0 when nothing of it moved, or a negative errno.  A
+ * caller that waits keeps polling while it returns 1: traffic that moves is not idle time.
  */
 int PSP_Progress(void);
 

@@ -112,6 +112,7 @@ int PSP_OpenPort(int number, int kind, PSP_Port **out)
         port->kind = (uint32_t)kind;
         port->gen = pt->generation;
         port->seen_event = pt->event - 1; /* look at the queue on the first progress */
+        port->moved_mark = pt->event;
         port->rx_rings_gen = pt->rings_gen;
     }
     pulc_area_unlock(a);
@@ -871,9 +872,9 @@ int PSP_Cancel(PSP_Request *req)
 
 /* ---- progress and waiting ---- */
 
-/* One progress turn (pulc_progress): 1 when it moved anything of this node's or process's
- * traffic (the firmware sent or received frames, frames were drained, sends posted,
- * rawdata copied), 0 when nothing moved, or a negative errno.  *turn set when it began a
+/* One progress turn (pulc_progress): 1 when this process's traffic moved (its sends were
+ * posted, frames or messages arrived at its ports, rawdata was copied into its buffers), 0
+ * when nothing of it moved, or a negative errno.  *turn set when it began a
  * turn that runs the firmware (pulc_area_turn), which the caller ends. */
 static int progress_turn(struct pulc_proc *P, int *turn)
 {
@@ -903,16 +904,13 @@ static int progress_turn(struct pulc_proc *P, int *turn)
         if (rc < 0)
             return rc;
         P->nic_ns = now;
-        if (rc > 0) {
+        if (rc > 0)
             P->remote_ns = now;
-            moved = 1;
-        }
         /* busy until PULC_NIC_BUSY_NS pass without inter-node traffic */
         P->nic_busy = now - P->remote_ns < PULC_NIC_BUSY_NS;
         struct mcp_rx_desc d;
         if (mcp_recv_peek(P->node.img, &d)) {
             P->remote_ns = now;
-            moved = 1;
             rc = pulc_drain(&P->node, 64);
             if (rc < 0)
                 return rc;
@@ -937,6 +935,18 @@ static int progress_turn(struct pulc_proc *P, int *turn)
             progress_port(P, port); /* ring messages move to the queue without receives */
     if (P->raw_regs && pulc_raw_progress(P))
         moved = 1;
+    /* Frames or messages arrived at our ports (whoever drained them bumps the port's event;
+     * ring messages count in activity).  The firmware's own work is not ours: a pass moves
+     * every process's frames, and another process's transfer must not keep us awake. */
+    for (PSP_Port *port = P->ports; port; port = port->next) {
+        uint32_t mark =
+            __atomic_load_n(&pulc_port_at(P->node.area, port->idx)->event, __ATOMIC_RELAXED) +
+            port->activity;
+        if (mark != port->moved_mark) {
+            port->moved_mark = mark;
+            moved = 1;
+        }
+    }
     /* kernel provider: what this turn posted goes out now, not at the next turn */
     rc = pulc_hal_kick(h);
     return rc < 0 ? rc : moved;

@@ -57,6 +57,7 @@ struct PSP_Port {
     uint32_t nrx_rings, cap_rx_rings;
     uint32_t rx_rings_gen; /* the list's rings_gen then */
     uint32_t activity;     /* ring messages taken without the lock (PSP_WaitPort sees them) */
+    uint32_t moved_mark;   /* event + activity at the last progress turn (its return value) */
 };
 
 struct pulc_proc {
