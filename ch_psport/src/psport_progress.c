@@ -39,7 +39,8 @@ static void phases(uint64_t *spin, uint64_t *yield)
 }
 
 /* One pass over everything; *made set when anything happened for CH3, *moved when PULC
- * moved traffic (frames, sends, rawdata).  MPI error code. */
+ * moved this process's traffic (PSP_Progress: sends posted, frames in, rawdata copied).  MPI
+ * error code. */
 static int pass(int *made, int *moved)
 {
     int mpi_errno = MPIR_Progress_hook_exec_all(made);
