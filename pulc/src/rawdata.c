@@ -3,7 +3,6 @@
  * receive handler is raw_rx.c).
  */
 #include <errno.h>
-#include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -215,7 +214,7 @@ int PSP_RawSend(PSP_Port *port, const PSP_RawHandle *dest, uint32_t offset, cons
     const struct psp_nodes *nodes = &P->node.area->nodes;
     if (node >= nodes->count || !nodes->node[node].present)
         return -EHOSTUNREACH;
-    memset(req, 0, sizeof *req);
+    rq_clear(req);
     req->len = len;
     if (node == P->node.node_id) {
         int rc = raw_send_local(P, dest, offset, buf, len);
