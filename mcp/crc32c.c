@@ -204,6 +204,54 @@ FOLD_TARGET static uint32_t crc_fold512(uint32_t crc, const uint8_t *p, size_t l
     return crc_hw((uint32_t)c, p, len);
 }
 
+/* crc_fold512 that also copies the len >= FOLD_BLOCK bytes at p to out: each 64 bytes are
+ * loaded once, stored and folded (mcp_crc32c_copy). */
+FOLD_TARGET static uint32_t crc_fold512_copy(uint32_t crc, uint8_t *out, const uint8_t *p,
+                                             size_t len)
+{
+    __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64),
+            x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
+    _mm512_storeu_si512(out, x0);
+    _mm512_storeu_si512(out + 64, x1);
+    _mm512_storeu_si512(out + 128, x2);
+    _mm512_storeu_si512(out + 192, x3);
+    x0 = _mm512_xor_si512(x0, _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0, (long long)crc));
+    p += FOLD_BLOCK;
+    out += FOLD_BLOCK;
+    len -= FOLD_BLOCK;
+    const __m512i kb = fold_const(0);
+    while (len >= FOLD_BLOCK) {
+        __m512i v0 = _mm512_loadu_si512(p), v1 = _mm512_loadu_si512(p + 64),
+                v2 = _mm512_loadu_si512(p + 128), v3 = _mm512_loadu_si512(p + 192);
+        _mm512_storeu_si512(out, v0);
+        _mm512_storeu_si512(out + 64, v1);
+        _mm512_storeu_si512(out + 128, v2);
+        _mm512_storeu_si512(out + 192, v3);
+        x0 = fold512(x0, kb, v0);
+        x1 = fold512(x1, kb, v1);
+        x2 = fold512(x2, kb, v2);
+        x3 = fold512(x3, kb, v3);
+        p += FOLD_BLOCK;
+        out += FOLD_BLOCK;
+        len -= FOLD_BLOCK;
+    }
+    const __m512i k64 = fold_const(1);
+    x3 = fold512(fold512(fold512(x0, k64, x1), k64, x2), k64, x3);
+    for (; len >= 64; p += 64, out += 64, len -= 64) {
+        __m512i v = _mm512_loadu_si512(p);
+        _mm512_storeu_si512(out, v);
+        x3 = fold512(x3, k64, v);
+    }
+    __m128i r = fold128(_mm512_extracti32x4_epi32(x3, 0), 2, _mm512_extracti32x4_epi32(x3, 3));
+    r = fold128(_mm512_extracti32x4_epi32(x3, 1), 3, r);
+    r = fold128(_mm512_extracti32x4_epi32(x3, 2), 4, r);
+    _mm256_zeroupper(); /* as in crc_fold512 */
+    uint64_t c = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(r));
+    c = __builtin_ia32_crc32di(c, (uint64_t)_mm_extract_epi64(r, 1));
+    memcpy(out, p, len);
+    return crc_hw((uint32_t)c, p, len);
+}
+
 /* The same folding with 256-bit registers, for CPUs that have the carry-less multiply on them
  * but no AVX-512 (AMD Zen 3, Intel Alder Lake): eight 32-byte accumulators run FOLD_BLOCK bytes
  * apart, as the four 64-byte ones do above.  On an AMD EPYC host without AVX-512, where the CRC
@@ -261,6 +309,53 @@ FOLD256_TARGET static uint32_t crc_fold256(uint32_t crc, const uint8_t *p, size_
     return crc_hw((uint32_t)c, p, len);
 }
 
+FOLD256_TARGET static inline void store256(uint8_t *p, __m256i v)
+{
+    _mm256_storeu_si256((__m256i *)(void *)p, v);
+}
+
+/* crc_fold256 that also copies the len >= FOLD_BLOCK bytes at p to out: each 32 bytes are
+ * loaded once, stored and folded (mcp_crc32c_copy). */
+FOLD256_TARGET static uint32_t crc_fold256_copy(uint32_t crc, uint8_t *out, const uint8_t *p,
+                                                size_t len)
+{
+    __m256i x[8];
+    for (int i = 0; i < 8; i++) {
+        x[i] = load256(p + 32 * i);
+        store256(out + 32 * i, x[i]);
+    }
+    x[0] = _mm256_xor_si256(x[0], _mm256_set_epi64x(0, 0, 0, (long long)crc));
+    p += FOLD_BLOCK;
+    out += FOLD_BLOCK;
+    len -= FOLD_BLOCK;
+    const __m256i kb = fold256_const(0);
+    while (len >= FOLD_BLOCK) {
+        for (int i = 0; i < 8; i++) {
+            __m256i v = load256(p + 32 * i);
+            store256(out + 32 * i, v);
+            x[i] = fold256(x[i], kb, v);
+        }
+        p += FOLD_BLOCK;
+        out += FOLD_BLOCK;
+        len -= FOLD_BLOCK;
+    }
+    const __m256i k32 = fold256_const(3);
+    __m256i y = x[0];
+    for (int i = 1; i < 8; i++)
+        y = fold256(y, k32, x[i]);
+    for (; len >= 32; p += 32, out += 32, len -= 32) {
+        __m256i v = load256(p);
+        store256(out, v);
+        y = fold256(y, k32, v);
+    }
+    __m128i r = fold128(_mm256_castsi256_si128(y), 4, _mm256_extracti128_si256(y, 1));
+    _mm256_zeroupper(); /* as in crc_fold512 */
+    uint64_t c = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(r));
+    c = __builtin_ia32_crc32di(c, (uint64_t)_mm_extract_epi64(r, 1));
+    memcpy(out, p, len);
+    return crc_hw((uint32_t)c, p, len);
+}
+
 #endif
 
 /* The best implementation this CPU has, decided once (racing callers decide alike) and
@@ -315,5 +410,33 @@ int mcp_crc32c_with(enum mcp_crc32c_impl impl, uint32_t *crc, const void *data, 
     if (impl > best_impl())
         return 0;
     *crc = ~crc_by(impl, ~*crc, data, len);
+    return 1;
+}
+
+/* crc (not inverted) over the len bytes at src by impl, copying them to dst on the way. */
+static uint32_t crc_copy_by(enum mcp_crc32c_impl impl, uint32_t crc, uint8_t *dst,
+                            const uint8_t *src, size_t len)
+{
+#ifdef CRC_HW
+    if (impl == MCP_CRC32C_FOLD512 && len >= FOLD_BLOCK)
+        return crc_fold512_copy(crc, dst, src, len);
+    if (impl == MCP_CRC32C_FOLD256 && len >= FOLD_BLOCK)
+        return crc_fold256_copy(crc, dst, src, len);
+#endif
+    memcpy(dst, src, len);
+    return crc_by(impl, crc, dst, len);
+}
+
+uint32_t mcp_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
+{
+    return ~crc_copy_by(best_impl(), ~crc, dst, src, len);
+}
+
+int mcp_crc32c_copy_with(enum mcp_crc32c_impl impl, uint32_t *crc, void *dst, const void *src,
+                         size_t len)
+{
+    if (impl > best_impl())
+        return 0;
+    *crc = ~crc_copy_by(impl, ~*crc, dst, src, len);
     return 1;
 }

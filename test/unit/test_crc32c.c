@@ -1,7 +1,8 @@
 /* test_crc32c: the frame CRC (mcp/crc32c.c) against a bitwise CRC-32C, for every length up to
  * a few lane chunks, random lengths and offsets up to the largest frame, and split updates, by
  * the best way the CPU has and by each way on its own (the three-lane instruction path joins
- * lanes with shift tables, the folding path multiplies by powers of x; any slip shows here). */
+ * lanes with shift tables, the folding path multiplies by powers of x; any slip shows here);
+ * the CRC taken in a copy (mcp_crc32c_copy) likewise, and the copy itself. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,57 @@ static void check_impl(enum mcp_crc32c_impl impl, uint64_t s)
     }
 }
 
+/*
+ * mcp_crc32c_copy by impl: the CRC as check_impl wants it, the copy exact, and not a byte
+ * written before or after it; every length to 1100 (the folding's 256-byte blocks, its 32- and
+ * 64-byte steps and tails), then random runs to 64 KiB, source and destination misaligned
+ * apart, from random states.
+ */
+static void check_copy(enum mcp_crc32c_impl impl, uint64_t s)
+{
+    static uint8_t out[65600 + 128];
+    uint32_t probe = 0;
+    if (!mcp_crc32c_copy_with(impl, &probe, out, buf, 1))
+        SKIP("this CPU has no %s path", impl_name[impl]);
+    fill(s);
+    for (int t = 0; t < 1300; t++) {
+        s = s * 6364136223846793005ull + 1;
+        size_t n = t <= 1100 ? (size_t)t : (s >> 13) % (sizeof buf - 64);
+        size_t soff = (s >> 33) % 64, doff = 64 + (s >> 45) % 64;
+        uint32_t start = (uint32_t)(s >> 7), want = start, c = start;
+        mcp_crc32c_with(MCP_CRC32C_TABLE, &want, buf + soff, n);
+        memset(out, 0xa5, doff + n + 64);
+        mcp_crc32c_copy_with(impl, &c, out + doff, buf + soff, n);
+        int guards = 1;
+        for (size_t i = 0; i < 64; i++)
+            guards &= out[doff - 1 - i] == 0xa5 && out[doff + n + i] == 0xa5;
+        if (!CHECK(c == want && memcmp(out + doff, buf + soff, n) == 0 && guards,
+                   "%s copy, length %zu (src +%zu, dst +%zu): crc %08x want %08x, copy %s, "
+                   "%s",
+                   impl_name[impl], n, soff, doff, c, want,
+                   memcmp(out + doff, buf + soff, n) ? "differs" : "exact",
+                   guards ? "nothing else written" : "bytes around it written"))
+            return;
+    }
+}
+
+TEST(copy_by_every_way)
+{
+    for (int impl = MCP_CRC32C_TABLE; impl <= MCP_CRC32C_FOLD512; impl++) {
+        uint32_t probe = 0;
+        static uint8_t one[1];
+        if (mcp_crc32c_copy_with((enum mcp_crc32c_impl)impl, &probe, one, buf, 1))
+            check_copy((enum mcp_crc32c_impl)impl, th_seed(12) + (uint64_t)impl);
+    }
+    uint32_t best = 0;
+    static uint8_t out[4096];
+    fill(th_seed(13));
+    CHECK_EQ_U64(mcp_crc32c_copy(0, out, buf, 4096), crc_bitwise(buf, 4096));
+    CHECK_EQ_MEM(out, buf, 4096);
+    CHECK(mcp_crc32c_copy_with(MCP_CRC32C_TABLE, &best, out, buf, 0) && best == 0,
+          "an empty copy leaves the CRC");
+}
+
 TEST(table_path)
 {
     check_impl(MCP_CRC32C_TABLE, th_seed(7));
@@ -145,6 +197,12 @@ static void check_upper_halves_clear(enum mcp_crc32c_impl impl)
     xinuse(&u);
     CHECK((u & ((1u << 2) | (1u << 6))) == 0,
           "XINUSE %#llx after the %s CRC: the upper halves (bits 2, 6) are still in use",
+          (unsigned long long)u, impl_name[impl]);
+    static uint8_t out[4096];
+    mcp_crc32c_copy_with(impl, &c, out, buf, 4096);
+    xinuse(&u);
+    CHECK((u & ((1u << 2) | (1u << 6))) == 0,
+          "XINUSE %#llx after the %s copy: the upper halves (bits 2, 6) are still in use",
           (unsigned long long)u, impl_name[impl]);
 }
 
