@@ -20,6 +20,11 @@
  *    counts it as malformed.
  *  - Links are unreliable, like Myrinet: frames may be lost, duplicated, reordered or
  *    corrupted.  Reliability is the firmware's job.
+ *  - rx_fcs(), where a link has it, is rx() that also takes each frame's CRC as it copies the
+ *    frame (as a NIC checks the FCS on the wire): fcs[i] = LANAI_FCS_VALID | the CRC-32C
+ *    (mcp_crc32c from 0) of the frame's bytes after its first LANAI_FCS_SKIP, or 0 for a frame
+ *    it did not take it for (the firmware computes it then).  The firmware compares it, with
+ *    the header it reads itself, against the frame's CRC field.
  */
 #ifndef PSPORT_MCP_LANAI_H
 #define PSPORT_MCP_LANAI_H
@@ -27,6 +32,11 @@
 #include "mcp_types.h"
 
 struct lanai_link;
+
+/* rx_fcs: the bytes a frame's FCS leaves out at its start (the firmware's header, which the
+ * firmware reads anyway; mcp_wire.h) and the flag of a taken FCS. */
+#define LANAI_FCS_SKIP  32u
+#define LANAI_FCS_VALID (1ull << 32)
 
 struct lanai_link_ops {
     /* Queue one frame of len bytes for node dst. 0, or -EAGAIN when the queue is full. */
@@ -40,6 +50,9 @@ struct lanai_link_ops {
     /* Optional: 0 when rx() would find nothing, 1 when it may find frames; a look without a
      * system call (a receive ring).  NULL: the firmware asks rx() every pass. */
     int (*pending)(struct lanai_link *link);
+    /* Optional: rx() with each frame's FCS in fcs[i] (see the contract).  NULL: rx() only. */
+    int (*rx_fcs)(struct lanai_link *link, void *const *bufs, uint32_t cap, uint32_t *lens,
+                  uint64_t *fcs, int n);
 };
 
 /* A link instance. Implementations embed this as their first member. */
@@ -65,6 +78,18 @@ static inline int lanai_rx(struct lanai_link *l, void *const *bufs, uint32_t cap
                            int n)
 {
     return l->ops->rx(l, bufs, cap, lens, n);
+}
+
+/* lanai_rx that fills fcs too (see the contract): every fcs[i] is 0 if the link has no rx_fcs. */
+static inline int lanai_rx_fcs(struct lanai_link *l, void *const *bufs, uint32_t cap,
+                               uint32_t *lens, uint64_t *fcs, int n)
+{
+    if (l->ops->rx_fcs)
+        return l->ops->rx_fcs(l, bufs, cap, lens, fcs, n);
+    int got = l->ops->rx(l, bufs, cap, lens, n);
+    for (int i = 0; i < got; i++)
+        fcs[i] = 0;
+    return got;
 }
 
 /* 0 when nothing waits to be received for certain, else 1 (see ops.pending). */

@@ -45,8 +45,9 @@ void *mcp_send_slot(struct mcp_image *img, unsigned c, uint32_t *slot)
     return mcp_sframe(img, id) + MCP_WIRE_HDR;
 }
 
-void mcp_send_post(struct mcp_image *img, unsigned c, uint32_t slot, uint16_t dst, uint32_t len,
-                   uint32_t cookie)
+/* Fill slot's fields and hand it to the firmware (mcp_send_post, mcp_send_post_crc). */
+static void post(struct mcp_image *img, unsigned c, uint32_t slot, uint16_t dst, uint32_t len,
+                 uint32_t cookie, uint8_t pcrc_set, uint32_t pcrc)
 {
     struct mcp_context *cx = mcp_ctx(img, c);
     struct mcp_send_slot *s = mcp_sslot(img, c * img->cfg.send_slots + slot);
@@ -54,8 +55,22 @@ void mcp_send_post(struct mcp_image *img, unsigned c, uint32_t slot, uint16_t ds
     s->dst = dst;
     s->len = len;
     s->cookie = cookie;
+    s->pcrc = pcrc;
+    s->pcrc_set = pcrc_set;
     MCP_STORE_REL(&s->state, (uint32_t)MCP_SLOT_READY);
     MCP_STORE_REL(&cx->head, cx->head + 1);
+}
+
+void mcp_send_post(struct mcp_image *img, unsigned c, uint32_t slot, uint16_t dst, uint32_t len,
+                   uint32_t cookie)
+{
+    post(img, c, slot, dst, len, cookie, 0, 0);
+}
+
+void mcp_send_post_crc(struct mcp_image *img, unsigned c, uint32_t slot, uint16_t dst, uint32_t len,
+                       uint32_t cookie, uint32_t payload_crc)
+{
+    post(img, c, slot, dst, len, cookie, 1, payload_crc);
 }
 
 int mcp_send(struct mcp_image *img, unsigned c, uint16_t dst, const void *data, uint32_t len,

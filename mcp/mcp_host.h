@@ -42,6 +42,15 @@ void *mcp_send_slot(struct mcp_image *img, unsigned c, uint32_t *slot);
 void mcp_send_post(struct mcp_image *img, unsigned c, uint32_t slot, uint16_t dst, uint32_t len,
                    uint32_t cookie);
 
+/*
+ * mcp_send_post with the payload's CRC-32C (mcp_crc32c from 0 over the len bytes), taken while
+ * the host copied them into the slot (mcp_crc32c_copy): the firmware then seals the frame over
+ * its header alone.  It trusts the value for the first transmission only; a wrong one costs
+ * the frame (the receiver drops it, the retransmission computes the CRC itself).
+ */
+void mcp_send_post_crc(struct mcp_image *img, unsigned c, uint32_t slot, uint16_t dst, uint32_t len,
+                       uint32_t cookie, uint32_t payload_crc);
+
 /* Copy len bytes to node dst through context c. 0, -EAGAIN (ring full) or -EMSGSIZE. */
 int mcp_send(struct mcp_image *img, unsigned c, uint16_t dst, const void *data, uint32_t len,
              uint32_t cookie);

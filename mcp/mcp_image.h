@@ -27,9 +27,10 @@
 
 #include "mcp_types.h"
 
-#define MCP_IMAGE_MAGIC  0x3150434du /* "MCP1" */
-#define MCP_ABI_VERSION  3u          /* 2: the step journal in the header; 3: adaptive RTO */
-#define MCP_MAX_WINDOW   64u         /* largest configurable window; a power of two below 128 */
+#define MCP_IMAGE_MAGIC 0x3150434du /* "MCP1" */
+/* 2: the step journal in the header; 3: adaptive RTO; 4: the host's payload CRC in a send slot */
+#define MCP_ABI_VERSION  4u
+#define MCP_MAX_WINDOW   64u /* largest configurable window; a power of two below 128 */
 #define MCP_MAX_CONTEXTS 64u
 #define MCP_NIL          0xffffffffu
 #define MCP_CACHELINE    64u
@@ -110,18 +111,20 @@ struct mcp_counters {
 
 /* Descriptor of one send slot. The frame (header + payload) lives in the frames section. */
 struct mcp_send_slot {
-    uint32_t state;  /* enum mcp_slot_state (atomic) */
-    uint16_t dst;    /* host: destination node */
-    uint16_t ctx;    /* owning context (fixed) */
-    uint32_t len;    /* host: payload bytes */
-    uint32_t cookie; /* host: opaque value returned with an error */
-    uint32_t next;   /* firmware: next slot in the peer's queue, or MCP_NIL */
-    int32_t error;   /* firmware: 0, or the negative errno of the last failed send */
-    uint8_t seq;     /* firmware: sequence number once transmitted */
-    uint8_t taken;   /* firmware: 1 from taking the slot off the ring until it is IDLE again */
-    uint8_t retx;    /* firmware: sent again since its first transmission (no RTT sample) */
-    uint8_t pad[5];
-    uint64_t tx_ns; /* firmware: time of the last transmission */
+    uint32_t state;   /* enum mcp_slot_state (atomic) */
+    uint16_t dst;     /* host: destination node */
+    uint16_t ctx;     /* owning context (fixed) */
+    uint32_t len;     /* host: payload bytes */
+    uint32_t cookie;  /* host: opaque value returned with an error */
+    uint32_t next;    /* firmware: next slot in the peer's queue, or MCP_NIL */
+    int32_t error;    /* firmware: 0, or the negative errno of the last failed send */
+    uint8_t seq;      /* firmware: sequence number once transmitted */
+    uint8_t taken;    /* firmware: 1 from taking the slot off the ring until it is IDLE again */
+    uint8_t retx;     /* firmware: sent again since its first transmission (no RTT sample) */
+    uint8_t pcrc_set; /* host: pcrc is the payload's CRC (mcp_send_post_crc); the firmware
+                         uses it for the first transmission only and clears it */
+    uint32_t pcrc;    /* host: CRC-32C of the len payload bytes, taken as they were copied in */
+    uint64_t tx_ns;   /* firmware: time of the last transmission */
 };
 
 enum mcp_ctx_state { MCP_CTX_FREE = 0, MCP_CTX_ATTACHED = 1, MCP_CTX_CLOSING = 2 };

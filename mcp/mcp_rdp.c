@@ -317,10 +317,15 @@ static int send_data(struct pass *p, uint16_t node, struct mcp_conn *c, uint32_t
     h.len = (uint16_t)s->len;
     MCP_STORE_POINT();
     mcp_wire_put(f, &h);
-    mcp_wire_seal(f, MCP_WIRE_HDR + s->len);
+    if (s->pcrc_set) /* the host's CRC of the payload, until it has gone out once */
+        mcp_wire_seal_hdr(f, s->pcrc);
+    else
+        mcp_wire_seal(f, MCP_WIRE_HDR + s->len);
     int rc = link_tx(p, node, f, MCP_WIRE_HDR + s->len);
     if (rc)
         return rc == -EAGAIN ? -EAGAIN : rc;
+    if (s->pcrc_set) /* a retransmission computes it: a wrong one from the host costs one frame */
+        MCP_STORE(s->pcrc_set, 0);
     MCP_STORE(c->ack_pending, 0);
     MCP_STORE(s->tx_ns, p->now);
     if (!c->rto_deadline)
@@ -749,8 +754,9 @@ static void synack_in(struct pass *p, uint16_t node, struct mcp_conn *c,
     activate(p, node);
 }
 
-/* Process one received frame in receive slot r of flen bytes. Returns 1 if r was kept. */
-static int frame_in(struct pass *p, uint32_t r, uint32_t flen)
+/* Process one received frame in receive slot r of flen bytes, fcs as the link took it (lanai.h
+ * rx_fcs). Returns 1 if r was kept. */
+static int frame_in(struct pass *p, uint32_t r, uint32_t flen, uint64_t fcs)
 {
     struct mcp_image *img = p->img;
     const struct mcp_config *cfg = &img->cfg;
@@ -763,7 +769,9 @@ static int frame_in(struct pass *p, uint32_t r, uint32_t flen)
         p->cnt->malformed++;
         return 0;
     }
-    switch (mcp_wire_check(mcp_rframe(img, r), flen, cfg->slot_size, &h)) {
+    uint32_t payload_crc = (uint32_t)fcs;
+    switch (mcp_wire_check_fcs(mcp_rframe(img, r), flen, cfg->slot_size,
+                               (fcs & LANAI_FCS_VALID) ? &payload_crc : NULL, &h)) {
     case MCP_WIRE_OK:
         break;
     case MCP_WIRE_CRC_BAD:
@@ -832,6 +840,7 @@ static void receive(struct pass *p)
     uint32_t *free_stack = MCP_AT(img, img->off_rx_free);
     void *bufs[64] = {0}; /* fully written below; zeroed to quiet a false gcc warning */
     uint32_t slots[64], lens[64];
+    uint64_t fcs[64];
     uint32_t idle = img->rx_free_top;
     uint32_t n;
 
@@ -850,13 +859,13 @@ static void receive(struct pass *p)
         MCP_STORE(mcp_rslot(img, slots[i])->state, (uint32_t)MCP_SLOT_INTRANSIT);
         bufs[i] = mcp_rframe(img, slots[i]);
     }
-    int got = lanai_rx(p->nic->link, bufs, img->frame_stride, lens, (int)n);
+    int got = lanai_rx_fcs(p->nic->link, bufs, img->frame_stride, lens, fcs, (int)n);
     if (got < 0)
         got = 0;
     for (uint32_t i = (uint32_t)got; i < n; i++)
         rx_release(img, slots[n - 1 - i + (uint32_t)got]);
     for (int i = 0; i < got; i++)
-        if (!frame_in(p, slots[i], lens[i]))
+        if (!frame_in(p, slots[i], lens[i], fcs[i]))
             rx_release(img, slots[i]);
 }
 

@@ -2,6 +2,9 @@
 #include "mcp_wire.h"
 
 #include "crc32c.h"
+#include "lanai.h"
+
+_Static_assert(LANAI_FCS_SKIP == MCP_WIRE_HDR, "a link's FCS covers the frame after its header");
 
 void mcp_wire_put(uint8_t *f, const struct mcp_wire_hdr *h)
 {
@@ -38,12 +41,17 @@ void mcp_wire_get(const uint8_t *f, struct mcp_wire_hdr *h)
     h->crc = mcp_get_le32(f + 24);
 }
 
-uint32_t mcp_wire_crc(const uint8_t *f, uint32_t len)
+uint32_t mcp_wire_crc_hdr(const uint8_t *f, uint32_t payload_crc)
 {
     static const uint8_t zero[4];
-    uint32_t c = mcp_crc32c(0, f, 24);
+    uint32_t c = mcp_crc32c(payload_crc, f, 24);
     c = mcp_crc32c(c, zero, 4);
-    return mcp_crc32c(c, f + 28, len - 28);
+    return mcp_crc32c(c, f + 28, MCP_WIRE_HDR - 28);
+}
+
+uint32_t mcp_wire_crc(const uint8_t *f, uint32_t len)
+{
+    return mcp_wire_crc_hdr(f, mcp_crc32c(0, f + MCP_WIRE_HDR, len - MCP_WIRE_HDR));
 }
 
 void mcp_wire_seal(uint8_t *f, uint32_t len)
@@ -51,8 +59,19 @@ void mcp_wire_seal(uint8_t *f, uint32_t len)
     mcp_put_le32(f + 24, mcp_wire_crc(f, len));
 }
 
+void mcp_wire_seal_hdr(uint8_t *f, uint32_t payload_crc)
+{
+    mcp_put_le32(f + 24, mcp_wire_crc_hdr(f, payload_crc));
+}
+
 enum mcp_wire_verdict mcp_wire_check(const uint8_t *f, uint32_t flen, uint32_t max_payload,
                                      struct mcp_wire_hdr *h)
+{
+    return mcp_wire_check_fcs(f, flen, max_payload, NULL, h);
+}
+
+enum mcp_wire_verdict mcp_wire_check_fcs(const uint8_t *f, uint32_t flen, uint32_t max_payload,
+                                         const uint32_t *payload_crc, struct mcp_wire_hdr *h)
 {
     if (flen < MCP_WIRE_HDR)
         return MCP_WIRE_SHORT;
@@ -67,7 +86,8 @@ enum mcp_wire_verdict mcp_wire_check(const uint8_t *f, uint32_t flen, uint32_t m
         return MCP_WIRE_LEN_BAD;
     if (h->type != MCP_FT_DATA && h->len != 0)
         return MCP_WIRE_LEN_BAD;
-    if (mcp_wire_crc(f, flen) != h->crc)
+    uint32_t crc = payload_crc ? mcp_wire_crc_hdr(f, *payload_crc) : mcp_wire_crc(f, flen);
+    if (crc != h->crc)
         return MCP_WIRE_CRC_BAD;
     return MCP_WIRE_OK;
 }

@@ -2,8 +2,12 @@
  * mcp_wire.h — the RDP frame format on the wire.
  *
  * Every frame starts with a 32-byte little-endian header followed by `len` payload bytes.
- * The CRC (CRC-32C) covers the header, with its crc field zero, and the payload.  Fields are
- * read and written with explicit little-endian helpers; the struct is never sent raw.
+ * The CRC (CRC-32C) covers the payload and then the header, with its crc field zero.  Why that
+ * order: the payload's CRC can then be taken where its bytes are copied anyway (the host
+ * filling a send slot, the link putting a received frame together, mcp_crc32c_copy), and the
+ * firmware continues it over the 32 header bytes alone, which it rewrites at every
+ * (re)transmission (the piggybacked ack).  Fields are read and written with explicit
+ * little-endian helpers; the struct is never sent raw.
  *
  *   off size field
  *    0   2   magic      MCP_WIRE_MAGIC
@@ -31,7 +35,7 @@
 #include "mcp_types.h"
 
 #define MCP_WIRE_MAGIC   0x5350u /* "PS" */
-#define MCP_WIRE_VERSION 1u
+#define MCP_WIRE_VERSION 2u      /* 2: the CRC runs over the payload first, then the header */
 #define MCP_WIRE_HDR     32u
 
 enum mcp_frame_type {
@@ -96,8 +100,15 @@ void mcp_wire_get(const uint8_t *frame, struct mcp_wire_hdr *h);
 /* Compute the CRC-32C of a frame of total length len, taking the crc field as zero. */
 uint32_t mcp_wire_crc(const uint8_t *frame, uint32_t len);
 
+/* The frame CRC from payload_crc, the CRC-32C of its payload (mcp_crc32c from 0 over the len
+ * bytes after the header), continued over the header at frame. */
+uint32_t mcp_wire_crc_hdr(const uint8_t *frame, uint32_t payload_crc);
+
 /* Write the CRC of a complete frame into its header. */
 void mcp_wire_seal(uint8_t *frame, uint32_t len);
+
+/* The same, with the payload's CRC already known (mcp_wire_crc_hdr): reads the header only. */
+void mcp_wire_seal_hdr(uint8_t *frame, uint32_t payload_crc);
 
 /* Why a received frame was refused by mcp_wire_check(). */
 enum mcp_wire_verdict {
@@ -116,6 +127,12 @@ enum mcp_wire_verdict {
  */
 enum mcp_wire_verdict mcp_wire_check(const uint8_t *frame, uint32_t frame_len, uint32_t max_payload,
                                      struct mcp_wire_hdr *h);
+
+/* mcp_wire_check with the CRC of the frame's bytes after the header already taken (by the link
+ * as it copied them, lanai.h rx_fcs); payload_crc NULL: computed here. */
+enum mcp_wire_verdict mcp_wire_check_fcs(const uint8_t *frame, uint32_t frame_len,
+                                         uint32_t max_payload, const uint32_t *payload_crc,
+                                         struct mcp_wire_hdr *h);
 
 /* Serial-number comparison on 8-bit sequence numbers: a - b as a signed distance. */
 static inline int mcp_seq_diff(uint8_t a, uint8_t b)

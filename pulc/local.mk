@@ -76,7 +76,7 @@ check_PROGRAMS += test/unit/test_partition
 test_unit_test_partition_SOURCES = test/unit/test_partition.c pulc/src/partition.c \
 	pulc/src/partition.h test/harness.h
 test_unit_test_partition_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
-test_unit_test_partition_LDADD = mcp/link/libmcplink.la common/libpspcommon.la
+test_unit_test_partition_LDADD = mcp/link/libmcplink.la mcp/libmcp.la common/libpspcommon.la
 
 # The spawner's stdin flow control against a psid that reports stdin taken and an older one
 # that does not (a psid thread of the test's own on a UNIX socket).

@@ -27,7 +27,7 @@ test_unit_test_harness_selftest_CPPFLAGS = $(TEST_CPPFLAGS)
 check_PROGRAMS += test/unit/test_link
 test_unit_test_link_SOURCES = test/unit/test_link.c test/harness.h
 test_unit_test_link_CPPFLAGS = $(TEST_CPPFLAGS)
-test_unit_test_link_LDADD = mcp/link/libmcplink.la common/libpspcommon.la
+test_unit_test_link_LDADD = mcp/link/libmcplink.la mcp/libmcp.la common/libpspcommon.la
 # --- end links ---
 
 # --- settings and log ---

@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "link.h"
 #include "link_sock.h"
 #include "log.h"
@@ -99,6 +100,7 @@ struct udp_link {
     struct udp_reasm *reasm; /* per node: frames whose segments came in several reads */
     struct udp_ring ring;    /* ring.fd < 0: datagrams are read from the UDP socket */
     unsigned sock_looks;     /* with a ring: empty looks since the UDP socket was read */
+    uint64_t *fcs;           /* during udp_rx_fcs: where each filled frame's FCS goes */
 };
 
 static int udp_route(struct mcp_sock_link *s, uint16_t dst)
@@ -223,6 +225,29 @@ static int udp_node_of(const struct udp_link *u, const struct sockaddr_in *from)
     return -1;
 }
 
+/* Frame i of this rx(): no FCS taken (lanai.h rx_fcs). */
+static inline void no_fcs(struct udp_link *u, int i)
+{
+    if (u->fcs)
+        u->fcs[i] = 0;
+}
+
+/*
+ * Copy a frame of len <= cap bytes from f to out, for frame i of this rx(): during rx_fcs with
+ * its FCS taken in the copy (mcp_crc32c_copy, the bytes read once), else a plain copy.
+ */
+static void copy_frame(struct udp_link *u, int i, uint8_t *out, const uint8_t *f, uint32_t len)
+{
+    if (!u->fcs || len < LANAI_FCS_SKIP) {
+        memcpy(out, f, len);
+        no_fcs(u, i);
+        return;
+    }
+    memcpy(out, f, LANAI_FCS_SKIP);
+    u->fcs[i] = LANAI_FCS_VALID |
+                mcp_crc32c_copy(0, out + LANAI_FCS_SKIP, f + LANAI_FCS_SKIP, len - LANAI_FCS_SKIP);
+}
+
 /* Keep a plain frame that found no firmware buffer for the next rx(): 1 if kept, 0 if
  * dropped (counted): too long, no room, no memory. */
 static int carry_frame(struct udp_link *u, const uint8_t *f, uint32_t len)
@@ -246,7 +271,12 @@ static int take_carried(struct udp_link *u, void *const *bufs, uint32_t cap, uin
     while (u->carry_count && filled < n) {
         unsigned k = u->carry_head;
         uint32_t len = u->carry_len[k];
-        memcpy(bufs[filled], u->carry + (size_t)k * u->seg, len < cap ? len : cap);
+        if (len > cap) {
+            memcpy(bufs[filled], u->carry + (size_t)k * u->seg, cap);
+            no_fcs(u, filled);
+        } else {
+            copy_frame(u, filled, bufs[filled], u->carry + (size_t)k * u->seg, len);
+        }
         lens[filled++] = len > cap ? cap + 1 : len;
         if (len > cap)
             u->s.st.rx_truncated++;
@@ -265,10 +295,11 @@ static int put_frame(struct udp_link *u, void *const *bufs, uint32_t cap, uint32
         return carry_frame(u, f, len);
     if (len > cap) { /* truncated: reported as cap + 1, the firmware counts it malformed */
         memcpy(bufs[*filled], f, cap);
+        no_fcs(u, *filled);
         lens[*filled] = cap + 1;
         u->s.st.rx_truncated++;
     } else {
-        memcpy(bufs[*filled], f, len);
+        copy_frame(u, *filled, bufs[*filled], f, len);
         lens[*filled] = len;
     }
     (*filled)++;
@@ -314,17 +345,33 @@ static uint32_t whole_run(const uint8_t *p, uint32_t avail, uint32_t gso,
     return len;
 }
 
-/* Copy the frame made of the cnt segments at p into out (at most cap bytes). */
-static void gather_run(uint8_t *out, uint32_t cap, const uint8_t *p, uint32_t len, uint32_t gso)
+/*
+ * Copy the frame (len <= cap bytes) made of the segments at p into out, as frame i of this
+ * rx(): during rx_fcs with its FCS taken in the copy, chunk by chunk.
+ */
+static void gather_run(struct udp_link *u, int i, uint8_t *out, const uint8_t *p, uint32_t len,
+                       uint32_t gso)
 {
-    uint32_t chunk = gso - UDP_SEG_HDR;
-    for (uint32_t off = 0; off < len && off < cap; off += chunk) {
-        uint32_t n = len - off < chunk ? len - off : chunk;
-        if (off + n > cap)
-            n = cap - off;
-        memcpy(out + off, p + UDP_SEG_HDR, n);
+    uint32_t chunk = gso - UDP_SEG_HDR, crc = 0;
+    int fcs = u->fcs && len >= LANAI_FCS_SKIP && chunk >= LANAI_FCS_SKIP;
+    for (uint32_t off = 0; off < len; off += chunk) {
+        uint32_t n = len - off < chunk ? len - off : chunk, skip = 0;
+        const uint8_t *src = p + UDP_SEG_HDR;
+        if (!fcs) {
+            memcpy(out + off, src, n);
+        } else {
+            if (off == 0) { /* the header: left out of the FCS */
+                memcpy(out, src, LANAI_FCS_SKIP);
+                skip = LANAI_FCS_SKIP;
+            }
+            crc = mcp_crc32c_copy(crc, out + off + skip, src + skip, n - skip);
+        }
         p += gso;
     }
+    if (fcs)
+        u->fcs[i] = LANAI_FCS_VALID | crc;
+    else
+        no_fcs(u, i);
 }
 
 /* Frames in one datagram read (len bytes at p, GRO segments of gso bytes) into the buffers. */
@@ -350,7 +397,12 @@ static void take_datagram(struct udp_link *u, const uint8_t *p, uint32_t len, ui
         uint32_t flen = whole_run(piece, len - off, gso, &h);
         if (flen) { /* the common case: the whole frame in this read */
             if (*filled < n) {
-                gather_run(bufs[*filled], cap, piece, flen, gso);
+                if (flen > cap) { /* truncated: the firmware counts it malformed */
+                    gather_run(u, *filled, bufs[*filled], piece, cap, gso);
+                    no_fcs(u, *filled);
+                } else {
+                    gather_run(u, *filled, bufs[*filled], piece, flen, gso);
+                }
                 lens[*filled] = flen > cap ? cap + 1 : flen;
                 if (flen > cap)
                     u->s.st.rx_truncated++;
@@ -550,6 +602,7 @@ static int rx_direct(struct udp_link *u, void *const *bufs, uint32_t cap, uint32
         int64_t flen = ok[i] ? direct_frame(u, (unsigned)i, len[i], gso[i]) : -1;
         if (flen < 0)
             break;
+        no_fcs(u, filled); /* the kernel copied it: nothing of ours to take it in */
         lens[filled++] = (uint32_t)flen;
         u->s.st.rx_frames++;
         if (gso[i] < len[i])
@@ -625,6 +678,18 @@ static int udp_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_
     else
         r = u->gso ? rx_direct(u, bufs, cap, lens, n) : rx_staged(u, bufs, cap, lens, n);
     return r < 0 ? r : old + r;
+}
+
+/* udp_rx with each frame's FCS (lanai.h rx_fcs): taken where this link copies the frame, from
+ * its receive ring or a staging buffer; a frame the kernel read in place has none. */
+static int udp_rx_fcs(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_t *lens,
+                      uint64_t *fcs, int n)
+{
+    struct udp_link *u = (struct udp_link *)l;
+    u->fcs = fcs;
+    int r = udp_rx(l, bufs, cap, lens, n);
+    u->fcs = NULL;
+    return r;
 }
 
 /* With a ring, whether rx() would find anything is one load (lanai.h: pending); every
@@ -777,6 +842,7 @@ static const struct lanai_link_ops udp_ops = {
     .rx = udp_rx,
     .close = udp_close,
     .pending = udp_pending,
+    .rx_fcs = udp_rx_fcs,
 };
 
 /* Make fd a usable datagram socket: non-blocking, close-on-exec. 0 or -errno. */

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "log.h"
 #include "lring.h"
 #include "mcp_env.h"
@@ -218,8 +219,11 @@ static int post_remote_locked(struct pulc_proc *P, PSP_Request *r)
             memcpy(b + at, r->p_xhdr, r->xlen);
             at += r->xlen;
         }
-        memcpy(b + at, (const uint8_t *)r->p_sbuf + r->p_off, n);
-        mcp_send_post(img, ctx, slot, node, at + n, cookie);
+        /* the frame CRC's payload part is taken in the copy (mcp_send_post_crc): the bytes
+         * are read once, where a copy and the firmware's CRC after it read them twice */
+        uint32_t crc = mcp_crc32c(0, b, at);
+        crc = mcp_crc32c_copy(crc, b + at, (const uint8_t *)r->p_sbuf + r->p_off, n);
+        mcp_send_post_crc(img, ctx, slot, node, at + n, cookie, crc);
         r->p_off += n;
         r->p_msg++;
         if (first && r->p_off < r->len) { /* half sent from here: psid aborts it if we die */

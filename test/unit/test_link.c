@@ -17,6 +17,7 @@
 #include "link.h"
 #include "link_sim.h"
 #include "mcp_wire.h"
+#include "crc32c.h"
 #include "pkt_ring.h"
 #include "udp_seg.h"
 
@@ -1946,27 +1947,93 @@ static int udp_own_pair_open(struct udp_pair *u, char *err, size_t errlen)
     return udp_pair_links(u, own, NULL, err, errlen);
 }
 
+/* Whether fcs is what lanai.h's rx_fcs says for the len bytes at f, which the link copied from
+ * its ring or a staging buffer (every frame of LANAI_FCS_SKIP bytes or more has one then). */
+static int fcs_right(const uint8_t *f, uint32_t len, uint64_t fcs)
+{
+    if (len < LANAI_FCS_SKIP)
+        return fcs == 0;
+    return fcs == (LANAI_FCS_VALID | mcp_crc32c(0, f + LANAI_FCS_SKIP, len - LANAI_FCS_SKIP));
+}
+
 /* Read from l until want frames came, a second passed, or (want 0) 3000 looks found nothing
  * more (the UDP socket is read every 1024th, UDP_SOCK_LOOKS): how many, their numbers in
- * order in seen (lengths checked against len_of). */
+ * order in seen (lengths checked against len_of, every frame's FCS against its bytes). */
 static int udp_ring_read(struct lanai_link *l, struct bigbufs *r, int want, uint32_t *seen,
                          const uint32_t *len_of)
 {
     int got = 0, quiet = 0;
     double end = now_s() + 1.0;
     while ((want ? got < want : quiet < 3000) && now_s() < end) {
-        int n = lanai_rx(l, r->bufs, 65536, r->lens, 16);
+        uint64_t fcs[16];
+        int n = lanai_rx_fcs(l, r->bufs, 65536, r->lens, fcs, 16);
         quiet = n > 0 ? 0 : quiet + 1;
         for (int i = 0; i < n; i++) {
             uint32_t no = frame_no(r->mem[i]);
             CHECK(frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, no) &&
                       (!len_of || r->lens[i] == len_of[no]),
                   "frame %d: number %u, length %u", got + i, no, r->lens[i]);
+            /* without a ring a frame the kernel read into place has none */
+            CHECK(fcs_right(r->mem[i], r->lens[i], fcs[i]) ||
+                      (mcp_link_ring_fd(l) < 0 && fcs[i] == 0),
+                  "frame %d (%u bytes): FCS %llx", got + i, r->lens[i], (unsigned long long)fcs[i]);
             seen[got + i] = no;
         }
         got += n > 0 ? n : 0;
     }
     return got;
+}
+
+/* Frames corrupted on the way (PSP_LINK_CORRUPT 1: one byte each, past the header here): the
+ * receiving link's FCS is of the bytes that arrived, so it disagrees with the sender's. */
+static void udp_ring_fcs_of_corrupted_frames(struct bigbufs *r)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    struct mcp_fault_cfg fault = {.corrupt = 1.0, .seed = 7, .reorder_max = 1};
+    uint16_t port[2];
+    char text[128];
+    for (int i = 0; i < 2; i++) {
+        int fd = bound_socket(&port[i]);
+        REQUIRE(fd >= 0, "socket");
+        close(fd);
+    }
+    snprintf(text, sizeof text, "0 127.0.0.1:%u\n1 127.0.0.1:%u\n", port[0], port[1]);
+    REQUIRE(psp_nodes_parse(text, 0, &u.nodes, err, sizeof err) == 0, "nodes: %s", err);
+    static const int own[2] = {-1, -1};
+    REQUIRE(udp_pair_links(&u, own, &fault, err, sizeof err) == 0, "open: %s", err);
+    REQUIRE(mcp_link_ring_fd(u.l[1]) >= 0, "the receiver has a ring");
+    static const uint32_t len[] = {100, 1472, 5000, 44u * 1464u};
+    enum { N = sizeof len / sizeof len[0] };
+    static uint8_t f[N][44 * 1464];
+    for (uint32_t i = 0; i < N; i++) {
+        make_frame(f[i], len[i], MCP_FT_DATA, i);
+        CHECK_OK(lanai_tx(u.l[0], 1, f[i], len[i]));
+    }
+    CHECK_EQ_I64(lanai_flush(u.l[0]), N);
+    int got = 0, changed = 0;
+    double end = now_s() + 1.0;
+    while (got < N && now_s() < end) {
+        uint64_t fcs[16];
+        int n = lanai_rx_fcs(u.l[1], r->bufs, 65536, r->lens, fcs, 16);
+        for (int i = 0; i < n && got + i < N; i++) {
+            uint32_t k = (uint32_t)(got + i), flen = r->lens[i];
+            CHECK(flen == len[k], "frame %u: length %u", k, flen);
+            CHECK(fcs_right(r->mem[i], flen, fcs[i]), "frame %u: FCS of what arrived", k);
+            if (flen == len[k] && memcmp(r->mem[i] + 32, f[k] + 32, flen - 32) != 0) {
+                changed++;
+                CHECK((uint32_t)fcs[i] != mcp_crc32c(0, f[k] + 32, flen - 32),
+                      "frame %u: the FCS is not the sender's", k);
+            }
+        }
+        got += n > 0 ? n : 0;
+    }
+    CHECK_EQ_I64(got, N);
+    struct mcp_link_stats st;
+    mcp_link_stats(u.l[0], &st);
+    CHECK_EQ_U64(st.fault_corrupted, N);
+    CHECK(changed >= N - 1, "%d of %d frames changed past their header", changed, (int)N);
+    udp_pair_close(&u);
 }
 
 /*
@@ -2025,6 +2092,7 @@ static void udp_ring_checks(void)
     mcp_link_stats(b, &st);
     CHECK_EQ_U64(st.rx_carried - carried, 0);
     CHECK_EQ_U64(st.rx_packed, 52);
+    udp_ring_fcs_of_corrupted_frames(r);
 
     /* A sender without GSO (a plain socket here): a 3000-byte frame goes as IP fragments,
      * which the ring does not take; the UDP socket keeps it, read within UDP_SOCK_LOOKS looks.

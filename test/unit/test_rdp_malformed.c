@@ -40,13 +40,15 @@ static uint32_t crc32c_bits(uint32_t crc, const uint8_t *p, size_t n)
     return ~crc;
 }
 
-/* The CRC of a frame: the header with its crc field (bytes 24..27) taken as zero, payload. */
+/* The CRC of a frame (wire version 2): the payload, then the header with its crc field (bytes
+ * 24..27) taken as zero. */
 static uint32_t frame_crc(const uint8_t *f, uint32_t len)
 {
     static const uint8_t zero[4];
-    uint32_t c = crc32c_bits(0, f, 24);
+    uint32_t c = crc32c_bits(0, f + 32, len - 32);
+    c = crc32c_bits(c, f, 24);
     c = crc32c_bits(c, zero, 4);
-    return crc32c_bits(c, f + 28, len - 28);
+    return crc32c_bits(c, f + 28, 4);
 }
 
 static uint16_t le16(const uint8_t *p)
@@ -65,7 +67,7 @@ static const char *const cls_name[C_N] = {"malformed", "crc_errors", "wrong_dest
 /* What node 0 must make of a frame of len bytes (PROTOCOL.md "Checks on every frame"). */
 static enum cls classify(const uint8_t *f, uint32_t len)
 {
-    if (len < 32 || le16(f) != 0x5350 || f[2] != 1 || f[3] < 1 || f[3] > 6)
+    if (len < 32 || le16(f) != 0x5350 || f[2] != 2 || f[3] < 1 || f[3] > 6)
         return C_MALFORMED;
     uint32_t plen = le16(f + 20);
     if (plen != len - 32 || plen > SLOT)
