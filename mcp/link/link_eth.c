@@ -99,8 +99,10 @@ static uint32_t frame_len(uint32_t wire, const uint8_t *p, uint32_t have)
     return len;
 }
 
-/* rx() through the receive ring: each frame copied once, ring to the firmware's buffer. */
-static int eth_rx_ring(struct eth_link *e, void *const *bufs, uint32_t cap, uint32_t *lens, int n)
+/* rx() through the receive ring: each frame copied once, ring to the firmware's buffer (with
+ * fcs, its FCS taken in that copy: lanai.h rx_fcs). */
+static int eth_rx_ring(struct eth_link *e, void *const *bufs, uint32_t cap, uint32_t *lens,
+                       uint64_t *fcs, int n)
 {
     struct mcp_sock_link *s = &e->s;
     int out = 0;
@@ -115,8 +117,10 @@ static int eth_rx_ring(struct eth_link *e, void *const *bufs, uint32_t cap, uint
                 memcpy(bufs[out], d + ETH_HDR, have < cap ? have : cap);
                 len = cap + 1; /* longer than the buffer, or cut short by the ring frame */
                 s->st.rx_truncated++;
+                if (fcs)
+                    fcs[out] = 0;
             } else {
-                memcpy(bufs[out], d + ETH_HDR, len);
+                mcp_sock_copy_frame(bufs[out], d + ETH_HDR, len, fcs ? &fcs[out] : NULL);
             }
             lens[out++] = len;
             s->st.rx_frames++;
@@ -135,7 +139,7 @@ static int eth_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_
     if (n <= 0)
         return 0;
     if (e->ring.map)
-        return eth_rx_ring(e, bufs, cap, lens, n);
+        return eth_rx_ring(e, bufs, cap, lens, NULL, n);
     if (n > MCP_SOCK_RXBATCH)
         n = MCP_SOCK_RXBATCH;
     for (int i = 0; i < n; i++) {
@@ -190,6 +194,20 @@ static int eth_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_
     return out;
 }
 
+/* eth_rx with each frame's FCS (lanai.h rx_fcs): taken where frames are copied out of the
+ * receive ring; without one the kernel reads them into place, and they have none. */
+static int eth_rx_fcs(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32_t *lens,
+                      uint64_t *fcs, int n)
+{
+    struct eth_link *e = (struct eth_link *)l;
+    if (n > 0 && e->ring.map)
+        return eth_rx_ring(e, bufs, cap, lens, fcs, n);
+    int got = eth_rx(l, bufs, cap, lens, n);
+    for (int i = 0; i < got; i++)
+        fcs[i] = 0;
+    return got;
+}
+
 static void eth_close(struct lanai_link *l)
 {
     struct eth_link *e = (struct eth_link *)l;
@@ -219,6 +237,7 @@ static const struct lanai_link_ops eth_ops = {
     .rx = eth_rx,
     .close = eth_close,
     .pending = eth_pending,
+    .rx_fcs = eth_rx_fcs,
 };
 
 static void fmt_mac(const uint8_t m[6], char out[18])

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "log.h"
 
 int mcp_sock_init(struct mcp_sock_link *s, int fd, const struct mcp_fault_cfg *cfg)
@@ -213,4 +214,17 @@ int mcp_sock_flush(struct lanai_link *l)
     s->head = s->tail = 0;
     s->scratch_used = 0; /* no queued frame points into it any more */
     return sent;
+}
+
+void mcp_sock_copy_frame(uint8_t *out, const uint8_t *f, uint32_t len, uint64_t *fcs)
+{
+    if (!fcs || len < LANAI_FCS_SKIP) {
+        memcpy(out, f, len);
+        if (fcs)
+            *fcs = 0;
+        return;
+    }
+    memcpy(out, f, LANAI_FCS_SKIP);
+    *fcs = LANAI_FCS_VALID |
+           mcp_crc32c_copy(0, out + LANAI_FCS_SKIP, f + LANAI_FCS_SKIP, len - LANAI_FCS_SKIP);
 }

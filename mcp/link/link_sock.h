@@ -78,4 +78,8 @@ void mcp_sock_buffers(int fd, int bytes);
 /* Log a socket error with rate limiting (the first ones, then every 1024th). */
 void mcp_sock_warn(struct mcp_sock_link *s, const char *what, int err);
 
+/* Copy a received frame of len bytes from f into out (the firmware's buffer); with fcs, set
+ * *fcs as lanai.h's rx_fcs says, the CRC taken in the copy (mcp_crc32c_copy). */
+void mcp_sock_copy_frame(uint8_t *out, const uint8_t *f, uint32_t len, uint64_t *fcs);
+
 #endif

@@ -232,20 +232,11 @@ static inline void no_fcs(struct udp_link *u, int i)
         u->fcs[i] = 0;
 }
 
-/*
- * Copy a frame of len <= cap bytes from f to out, for frame i of this rx(): during rx_fcs with
- * its FCS taken in the copy (mcp_crc32c_copy, the bytes read once), else a plain copy.
- */
+/* Copy a frame of len <= cap bytes from f to out, as frame i of this rx() (its FCS taken in the
+ * copy during udp_rx_fcs). */
 static void copy_frame(struct udp_link *u, int i, uint8_t *out, const uint8_t *f, uint32_t len)
 {
-    if (!u->fcs || len < LANAI_FCS_SKIP) {
-        memcpy(out, f, len);
-        no_fcs(u, i);
-        return;
-    }
-    memcpy(out, f, LANAI_FCS_SKIP);
-    u->fcs[i] = LANAI_FCS_VALID |
-                mcp_crc32c_copy(0, out + LANAI_FCS_SKIP, f + LANAI_FCS_SKIP, len - LANAI_FCS_SKIP);
+    mcp_sock_copy_frame(out, f, len, u->fcs ? &u->fcs[i] : NULL);
 }
 
 /* Keep a plain frame that found no firmware buffer for the next rx(): 1 if kept, 0 if

@@ -46,6 +46,15 @@ static int frame_ok(const uint8_t *f, uint32_t len, uint8_t type, uint32_t no)
     return memcmp(want, f, len) == 0;
 }
 
+/* Whether fcs is what lanai.h's rx_fcs says for the len bytes at f, which the link copied from
+ * its ring or a staging buffer (every frame of LANAI_FCS_SKIP bytes or more has one then). */
+static int fcs_right(const uint8_t *f, uint32_t len, uint64_t fcs)
+{
+    if (len < LANAI_FCS_SKIP)
+        return fcs == 0;
+    return fcs == (LANAI_FCS_VALID | mcp_crc32c(0, f + LANAI_FCS_SKIP, len - LANAI_FCS_SKIP));
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -1858,6 +1867,28 @@ static void eth_ring_checks(void)
     CHECK(got == 1 && frame_no(r->mem[0]) == 424242, "got %d", got);
     CHECK_EQ_I64(lanai_pending(l[1]), 0);
 
+    /* Each frame's FCS, taken as it is copied out of the ring (lanai.h rx_fcs). */
+    static const uint32_t flen[] = {64, 300, 1000, 1500};
+    static uint8_t ff[4][1500];
+    for (uint32_t i = 0; i < 4; i++) {
+        make_frame(ff[i], flen[i], MCP_FT_DATA, 500 + i);
+        CHECK_OK(lanai_tx(l[0], 1, ff[i], flen[i]));
+    }
+    CHECK_EQ_I64(lanai_flush(l[0]), 4);
+    got = 0;
+    until = now_s() + 1.0;
+    while (got < 4 && now_s() < until) {
+        uint64_t fcs[8];
+        int m = lanai_rx_fcs(l[1], r->bufs + got, SIM_MAXF, r->lens + got, fcs, 4 - got);
+        for (int i = 0; i < m; i++)
+            CHECK(r->lens[got + i] == flen[got + i] &&
+                      fcs_right(r->mem[got + i], r->lens[got + i], fcs[i]),
+                  "frame %d (%u bytes): FCS %llx", got + i, r->lens[got + i],
+                  (unsigned long long)fcs[i]);
+        got += m > 0 ? m : 0;
+    }
+    CHECK_EQ_I64(got, 4);
+
     /* Both read one ring, in turns, over several laps of it: every frame once, in order. */
     uint32_t laps = 3 * geo.frame_nr + 77;
     uint32_t *seen = calloc(laps, sizeof *seen);
@@ -1899,7 +1930,7 @@ static void eth_ring_checks(void)
     mcp_link_stats(l[1], &st);
     struct mcp_link_stats st2;
     mcp_link_stats(l[2], &st2);
-    CHECK_EQ_U64(st.rx_frames + st2.rx_frames, 1 + laps + geo.frame_nr + 100); /* probe too */
+    CHECK_EQ_U64(st.rx_frames + st2.rx_frames, 1 + 4 + laps + geo.frame_nr + 100); /* probes too */
     pkt_ring_unmap(&geo);
     lanai_close(l[2]);
     lanai_close(l[1]);
@@ -1945,15 +1976,6 @@ static int udp_own_pair_open(struct udp_pair *u, char *err, size_t errlen)
         return -1;
     static const int own[2] = {-1, -1};
     return udp_pair_links(u, own, NULL, err, errlen);
-}
-
-/* Whether fcs is what lanai.h's rx_fcs says for the len bytes at f, which the link copied from
- * its ring or a staging buffer (every frame of LANAI_FCS_SKIP bytes or more has one then). */
-static int fcs_right(const uint8_t *f, uint32_t len, uint64_t fcs)
-{
-    if (len < LANAI_FCS_SKIP)
-        return fcs == 0;
-    return fcs == (LANAI_FCS_VALID | mcp_crc32c(0, f + LANAI_FCS_SKIP, len - LANAI_FCS_SKIP));
 }
 
 /* Read from l until want frames came, a second passed, or (want 0) 3000 looks found nothing
