@@ -132,7 +132,8 @@ static void gate_close(struct lanai_link *l)
     (void)l;
 }
 
-static const struct lanai_link_ops gate_ops = {gate_tx, gate_flush, gate_rx, gate_close, NULL};
+static const struct lanai_link_ops gate_ops = {
+    .tx = gate_tx, .flush = gate_flush, .rx = gate_rx, .close = gate_close};
 
 static struct run R;
 static uint8_t *image_mem;

@@ -217,7 +217,8 @@ static void box_close(struct lanai_link *l)
     (void)l;
 }
 
-static const struct lanai_link_ops box_ops = {box_tx, box_flush, box_rx, box_close, NULL};
+static const struct lanai_link_ops box_ops = {
+    .tx = box_tx, .flush = box_flush, .rx = box_rx, .close = box_close};
 
 static void boxlink_init(struct boxlink *bl, struct box *b, uint16_t node, uint16_t max_nodes)
 {
@@ -772,7 +773,8 @@ static int null_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32
     return 0;
 }
 
-static const struct lanai_link_ops null_ops = {null_tx, null_flush, null_rx, box_close, NULL};
+static const struct lanai_link_ops null_ops = {
+    .tx = null_tx, .flush = null_flush, .rx = null_rx, .close = box_close};
 
 /*
  * n nodes streaming per_pair messages each way through the fixture's cluster (strict: exactly
