@@ -171,8 +171,12 @@ int mcp_image_format(void *mem, size_t size, const struct mcp_config *c)
         s->next = MCP_NIL;
     }
     uint32_t *free_stack = MCP_AT(img, img->off_rx_free);
-    for (uint32_t i = 0; i < c->recv_slots; i++)
+    for (uint32_t i = 0; i < c->recv_slots; i++) {
         free_stack[i] = c->recv_slots - 1 - i;
+        mcp_rslot(img, i)->buf = i;
+    }
+    for (uint32_t i = 0; i < c->hostq_slots; i++)
+        mcp_hostq(img, i)->buf = c->recv_slots + i;
     img->rx_free_top = c->recv_slots;
     for (uint32_t n = 0; n < c->max_nodes; n++) {
         struct mcp_conn *cn = mcp_conn(img, (uint16_t)n);

@@ -26,9 +26,11 @@
 #define PSPORT_MCP_IMAGE_H
 
 #include "mcp_types.h"
+#include "mcp_wire.h"
 
 #define MCP_IMAGE_MAGIC 0x3150434du /* "MCP1" */
-/* 2: the step journal in the header; 3: adaptive RTO; 4: the host's payload CRC in a send slot */
+/* 2: the step journal in the header; 3: adaptive RTO; 4: the host's payload CRC in a send slot,
+ * frame buffers swapped into the host queue (mcp_frame_buf) */
 #define MCP_ABI_VERSION  4u
 #define MCP_MAX_WINDOW   64u /* largest configurable window; a power of two below 128 */
 #define MCP_MAX_CONTEXTS 64u
@@ -157,16 +159,22 @@ struct mcp_recv_slot {
     uint32_t state; /* IDLE, INTRANSIT or READY (firmware only) */
     uint32_t len;   /* payload bytes once READY */
     uint16_t src;   /* source node once READY */
-    uint16_t pad[3];
+    uint16_t pad;
+    uint32_t buf; /* firmware: the frame buffer it receives into (mcp_frame_buf) */
 };
 
-/* Host receive queue entry; its payload buffer lies in the hostq data section. */
+/*
+ * Host receive queue entry.  Its payload lies in frame buffer `buf`, after the frame header:
+ * delivery swaps the buffers of the receive slot and the entry rather than copy the payload
+ * (the paper's DMA into host memory), so a frame buffer is a receive slot's, then an entry's,
+ * then a receive slot's again.
+ */
 struct mcp_hostq_entry {
     uint32_t full; /* atomic: set by firmware, cleared by host */
     uint16_t src;  /* source node */
     uint16_t pad;
     uint32_t len; /* payload bytes */
-    uint32_t pad2;
+    uint32_t buf; /* firmware: the frame buffer holding the payload (mcp_frame_buf) */
 };
 
 enum mcp_conn_state { MCP_CONN_CLOSED = 0, MCP_CONN_OPEN = 1 };
@@ -314,9 +322,25 @@ static inline struct mcp_recv_slot *mcp_rslot(struct mcp_image *img, uint32_t i)
     return (struct mcp_recv_slot *)MCP_AT(img, img->off_recv) + i;
 }
 
+/*
+ * Frame buffer b: recv_slots + hostq_slots of them, the receive frames section, then the host
+ * queue's.  An index out of range (only a corrupted image holds one) is taken as 0, so the
+ * firmware never writes outside the image.
+ */
+static inline uint8_t *mcp_frame_buf(struct mcp_image *img, uint32_t b)
+{
+    uint32_t nr = img->cfg.recv_slots;
+    if (b >= nr + img->cfg.hostq_slots)
+        b = 0;
+    if (b < nr)
+        return (uint8_t *)MCP_AT(img, img->off_recv_frames) + (size_t)b * img->frame_stride;
+    return (uint8_t *)MCP_AT(img, img->off_hostq_data) + (size_t)(b - nr) * img->frame_stride;
+}
+
+/* The frame in receive slot i. */
 static inline uint8_t *mcp_rframe(struct mcp_image *img, uint32_t i)
 {
-    return (uint8_t *)MCP_AT(img, img->off_recv_frames) + (size_t)i * img->frame_stride;
+    return mcp_frame_buf(img, mcp_rslot(img, i)->buf);
 }
 
 static inline struct mcp_hostq_entry *mcp_hostq(struct mcp_image *img, uint32_t i)
@@ -324,9 +348,10 @@ static inline struct mcp_hostq_entry *mcp_hostq(struct mcp_image *img, uint32_t 
     return (struct mcp_hostq_entry *)MCP_AT(img, img->off_hostq) + i;
 }
 
+/* The payload of host queue entry i. */
 static inline uint8_t *mcp_hostq_data(struct mcp_image *img, uint32_t i)
 {
-    return (uint8_t *)MCP_AT(img, img->off_hostq_data) + (size_t)i * img->frame_stride;
+    return mcp_frame_buf(img, mcp_hostq(img, i)->buf) + MCP_WIRE_HDR;
 }
 
 static inline struct mcp_conn *mcp_conn(struct mcp_image *img, uint16_t node)

@@ -892,14 +892,20 @@ static void deliver(struct pass *p)
          * host may have seen it. */
         uint32_t r = ready[img->rx_ready_head % cfg->recv_slots];
         struct mcp_recv_slot *rs = mcp_rslot(img, r);
+        /* The frame's buffer becomes the entry's and the entry's (which the host is done
+         * with: not full) the slot's: no copy.  The journal keeps both, a repair sets them
+         * as the step ends up done or undone. */
+        uint32_t frame_buf = rs->buf, entry_buf = e->buf;
         struct mcp_journal j = {.op = MCP_J_DELIVER,
                                 .slot = r,
                                 .a = img->hostq_head,
                                 .b = img->rx_ready_head,
+                                .c = entry_buf,
+                                .t = frame_buf,
                                 .cnt = p->cnt->delivered};
         mcp_jr_begin(img, &j);
-        MCP_STORE_POINT();
-        memcpy(mcp_hostq_data(img, q), mcp_rframe(img, r) + MCP_WIRE_HDR, rs->len);
+        MCP_STORE(e->buf, frame_buf);
+        MCP_STORE(rs->buf, entry_buf);
         MCP_STORE(e->src, rs->src);
         MCP_STORE(e->len, rs->len);
         MCP_RELEASE(&e->full, 1u);

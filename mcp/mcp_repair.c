@@ -101,6 +101,11 @@ static int settle(struct mcp_image *img)
         struct mcp_hostq_entry *e = mcp_hostq(img, j->a % cfg->hostq_slots);
         uint32_t done =
             MCP_LOAD_ACQ(&e->full) || (int32_t)(MCP_LOAD_ACQ(&img->hostq_tail) - j->a) > 0;
+        if (j->slot >= cfg->recv_slots)
+            return -EUCLEAN;
+        /* the frame's buffer is the entry's once done, the slot's still if not */
+        MCP_STORE(e->buf, done ? (uint32_t)j->t : j->c);
+        MCP_STORE(mcp_rslot(img, j->slot)->buf, done ? j->c : (uint32_t)j->t);
         MCP_STORE(img->hostq_head, j->a + done);
         MCP_STORE(img->rx_ready_head, j->b + done);
         MCP_STORE(img->counters.delivered, j->cnt + done);

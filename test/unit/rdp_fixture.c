@@ -33,15 +33,16 @@ static int gate_rx(struct lanai_link *l, void *const *bufs, uint32_t cap, uint32
 {
     struct gate *g = (struct gate *)l;
     int got = lanai_rx(g->inner, bufs, cap, lens, n);
-    const uint8_t *base = mcp_rframe(g->img, 0);
     for (int i = 0; i < got && g->rx_n < 64; i++) {
-        const uint8_t *b = bufs[i];
         uint32_t slot = MCP_NIL, state = MCP_NIL;
-        if (b >= base && (size_t)(b - base) % g->img->frame_stride == 0 &&
-            (size_t)(b - base) / g->img->frame_stride < g->img->cfg.recv_slots) {
-            slot = (uint32_t)((size_t)(b - base) / g->img->frame_stride);
-            state = mcp_rslot(g->img, slot)->state;
-        }
+        /* the receive slot whose frame buffer this is (buffers move between slots and the
+         * host queue as frames are delivered) */
+        for (uint32_t r = 0; r < g->img->cfg.recv_slots; r++)
+            if (mcp_rframe(g->img, r) == (const uint8_t *)bufs[i]) {
+                slot = r;
+                state = mcp_rslot(g->img, r)->state;
+                break;
+            }
         g->rx_slot[g->rx_n] = slot;
         g->rx_state[g->rx_n] = state;
         g->rx_n++;

@@ -387,6 +387,23 @@ static int image_consistent(struct mcp_image *img, char *why, size_t wn)
             BAD("host queue entry %u full %u (tail %u head %u)", i, mcp_hostq(img, i)->full,
                 img->hostq_tail, img->hostq_head);
     }
+    /* frame buffers: each receive slot and host queue entry holds one, none two (delivery
+     * swaps them) */
+    uint32_t nbuf = nr + cfg->hostq_slots;
+    uint8_t *owned = calloc(nbuf, 1);
+    if (!owned) {
+        free(mark);
+        return 0;
+    }
+    for (uint32_t i = 0; i < nbuf; i++) {
+        uint32_t b = i < nr ? mcp_rslot(img, i)->buf : mcp_hostq(img, i - nr)->buf;
+        if (b >= nbuf || owned[b]++) {
+            free(owned);
+            BAD("%s %u holds frame buffer %u, out of range or another's too",
+                i < nr ? "receive slot" : "host queue entry", i < nr ? i : i - nr, b);
+        }
+    }
+    free(owned);
     free(mark);
     return 1;
 }
