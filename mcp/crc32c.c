@@ -169,31 +169,48 @@ FOLD_TARGET static inline __m512i fold_const(int i)
                             (long long)fold_k[i][1], (long long)fold_k[i][0]);
 }
 
-/* The CRC state crc continued over len >= FOLD_BLOCK bytes at p. */
-FOLD_TARGET static uint32_t crc_fold512(uint32_t crc, const uint8_t *p, size_t len)
+/* The CRC state crc continued over len >= FOLD_BLOCK bytes at p; with out, the bytes are also
+ * copied there, each 64 loaded once for both (mcp_crc32c_copy).  Inlined into its two users,
+ * each with out known, so neither pays for the other's case. */
+FOLD_TARGET static inline __attribute__((always_inline)) uint32_t
+fold512_run(uint32_t crc, uint8_t *out, const uint8_t *p, size_t len)
 {
-    __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64),
-            x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
-    x0 = _mm512_xor_si512(x0, _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0, (long long)crc));
+    __m512i x[4];
+    for (int i = 0; i < 4; i++) {
+        x[i] = _mm512_loadu_si512(p + 64 * i);
+        if (out)
+            _mm512_storeu_si512(out + 64 * i, x[i]);
+    }
+    x[0] = _mm512_xor_si512(x[0], _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0, (long long)crc));
     p += FOLD_BLOCK;
+    out = out ? out + FOLD_BLOCK : NULL;
     len -= FOLD_BLOCK;
     const __m512i kb = fold_const(0);
     while (len >= FOLD_BLOCK) {
-        x0 = fold512(x0, kb, _mm512_loadu_si512(p));
-        x1 = fold512(x1, kb, _mm512_loadu_si512(p + 64));
-        x2 = fold512(x2, kb, _mm512_loadu_si512(p + 128));
-        x3 = fold512(x3, kb, _mm512_loadu_si512(p + 192));
+        for (int i = 0; i < 4; i++) {
+            __m512i v = _mm512_loadu_si512(p + 64 * i);
+            if (out)
+                _mm512_storeu_si512(out + 64 * i, v);
+            x[i] = fold512(x[i], kb, v);
+        }
         p += FOLD_BLOCK;
+        out = out ? out + FOLD_BLOCK : NULL;
         len -= FOLD_BLOCK;
     }
     const __m512i k64 = fold_const(1);
-    x3 = fold512(fold512(fold512(x0, k64, x1), k64, x2), k64, x3);
-    for (; len >= 64; p += 64, len -= 64)
-        x3 = fold512(x3, k64, _mm512_loadu_si512(p));
+    __m512i y = fold512(fold512(fold512(x[0], k64, x[1]), k64, x[2]), k64, x[3]);
+    for (; len >= 64; p += 64, len -= 64) {
+        __m512i v = _mm512_loadu_si512(p);
+        if (out) {
+            _mm512_storeu_si512(out, v);
+            out += 64;
+        }
+        y = fold512(y, k64, v);
+    }
     /* the four 16-byte lanes, 48, 32 and 16 bytes before the last */
-    __m128i r = fold128(_mm512_extracti32x4_epi32(x3, 0), 2, _mm512_extracti32x4_epi32(x3, 3));
-    r = fold128(_mm512_extracti32x4_epi32(x3, 1), 3, r);
-    r = fold128(_mm512_extracti32x4_epi32(x3, 2), 4, r);
+    __m128i r = fold128(_mm512_extracti32x4_epi32(y, 0), 2, _mm512_extracti32x4_epi32(y, 3));
+    r = fold128(_mm512_extracti32x4_epi32(y, 1), 3, r);
+    r = fold128(_mm512_extracti32x4_epi32(y, 2), 4, r);
     /* Clear the vector registers' upper halves before leaving: with them left in use (the
      * compiler adds no vzeroupper before the tail call), the SSE code that runs next, the
      * application's own, ran at a fraction of its speed (the SCOPE relax kernel between two
@@ -201,55 +218,20 @@ FOLD_TARGET static uint32_t crc_fold512(uint32_t crc, const uint8_t *p, size_t l
     _mm256_zeroupper();
     uint64_t c = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(r));
     c = __builtin_ia32_crc32di(c, (uint64_t)_mm_extract_epi64(r, 1));
+    if (out)
+        memcpy(out, p, len);
     return crc_hw((uint32_t)c, p, len);
 }
 
-/* crc_fold512 that also copies the len >= FOLD_BLOCK bytes at p to out: each 64 bytes are
- * loaded once, stored and folded (mcp_crc32c_copy). */
+FOLD_TARGET static uint32_t crc_fold512(uint32_t crc, const uint8_t *p, size_t len)
+{
+    return fold512_run(crc, NULL, p, len);
+}
+
 FOLD_TARGET static uint32_t crc_fold512_copy(uint32_t crc, uint8_t *out, const uint8_t *p,
                                              size_t len)
 {
-    __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64),
-            x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
-    _mm512_storeu_si512(out, x0);
-    _mm512_storeu_si512(out + 64, x1);
-    _mm512_storeu_si512(out + 128, x2);
-    _mm512_storeu_si512(out + 192, x3);
-    x0 = _mm512_xor_si512(x0, _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0, (long long)crc));
-    p += FOLD_BLOCK;
-    out += FOLD_BLOCK;
-    len -= FOLD_BLOCK;
-    const __m512i kb = fold_const(0);
-    while (len >= FOLD_BLOCK) {
-        __m512i v0 = _mm512_loadu_si512(p), v1 = _mm512_loadu_si512(p + 64),
-                v2 = _mm512_loadu_si512(p + 128), v3 = _mm512_loadu_si512(p + 192);
-        _mm512_storeu_si512(out, v0);
-        _mm512_storeu_si512(out + 64, v1);
-        _mm512_storeu_si512(out + 128, v2);
-        _mm512_storeu_si512(out + 192, v3);
-        x0 = fold512(x0, kb, v0);
-        x1 = fold512(x1, kb, v1);
-        x2 = fold512(x2, kb, v2);
-        x3 = fold512(x3, kb, v3);
-        p += FOLD_BLOCK;
-        out += FOLD_BLOCK;
-        len -= FOLD_BLOCK;
-    }
-    const __m512i k64 = fold_const(1);
-    x3 = fold512(fold512(fold512(x0, k64, x1), k64, x2), k64, x3);
-    for (; len >= 64; p += 64, out += 64, len -= 64) {
-        __m512i v = _mm512_loadu_si512(p);
-        _mm512_storeu_si512(out, v);
-        x3 = fold512(x3, k64, v);
-    }
-    __m128i r = fold128(_mm512_extracti32x4_epi32(x3, 0), 2, _mm512_extracti32x4_epi32(x3, 3));
-    r = fold128(_mm512_extracti32x4_epi32(x3, 1), 3, r);
-    r = fold128(_mm512_extracti32x4_epi32(x3, 2), 4, r);
-    _mm256_zeroupper(); /* as in crc_fold512 */
-    uint64_t c = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(r));
-    c = __builtin_ia32_crc32di(c, (uint64_t)_mm_extract_epi64(r, 1));
-    memcpy(out, p, len);
-    return crc_hw((uint32_t)c, p, len);
+    return fold512_run(crc, out, p, len);
 }
 
 /* The same folding with 256-bit registers, for CPUs that have the carry-less multiply on them
@@ -279,20 +261,36 @@ FOLD256_TARGET static inline __m256i load256(const uint8_t *p)
     return _mm256_loadu_si256((const __m256i *)(const void *)p);
 }
 
-/* The CRC state crc continued over len >= FOLD_BLOCK bytes at p. */
-FOLD256_TARGET static uint32_t crc_fold256(uint32_t crc, const uint8_t *p, size_t len)
+FOLD256_TARGET static inline void store256(uint8_t *p, __m256i v)
+{
+    _mm256_storeu_si256((__m256i *)(void *)p, v);
+}
+
+/* fold512_run on 256-bit registers: crc continued over len >= FOLD_BLOCK bytes at p, copied
+ * to out on the way if out is not NULL. */
+FOLD256_TARGET static inline __attribute__((always_inline)) uint32_t
+fold256_run(uint32_t crc, uint8_t *out, const uint8_t *p, size_t len)
 {
     __m256i x[8];
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 8; i++) {
         x[i] = load256(p + 32 * i);
+        if (out)
+            store256(out + 32 * i, x[i]);
+    }
     x[0] = _mm256_xor_si256(x[0], _mm256_set_epi64x(0, 0, 0, (long long)crc));
     p += FOLD_BLOCK;
+    out = out ? out + FOLD_BLOCK : NULL;
     len -= FOLD_BLOCK;
     const __m256i kb = fold256_const(0);
     while (len >= FOLD_BLOCK) {
-        for (int i = 0; i < 8; i++)
-            x[i] = fold256(x[i], kb, load256(p + 32 * i));
+        for (int i = 0; i < 8; i++) {
+            __m256i v = load256(p + 32 * i);
+            if (out)
+                store256(out + 32 * i, v);
+            x[i] = fold256(x[i], kb, v);
+        }
         p += FOLD_BLOCK;
+        out = out ? out + FOLD_BLOCK : NULL;
         len -= FOLD_BLOCK;
     }
     /* each accumulator 32 bytes (256 bits, fold_k[3]) before the next */
@@ -300,60 +298,32 @@ FOLD256_TARGET static uint32_t crc_fold256(uint32_t crc, const uint8_t *p, size_
     __m256i y = x[0];
     for (int i = 1; i < 8; i++)
         y = fold256(y, k32, x[i]);
-    for (; len >= 32; p += 32, len -= 32)
-        y = fold256(y, k32, load256(p));
-    __m128i r = fold128(_mm256_castsi256_si128(y), 4, _mm256_extracti128_si256(y, 1));
-    _mm256_zeroupper(); /* as in crc_fold512: the application's SSE code runs next */
-    uint64_t c = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(r));
-    c = __builtin_ia32_crc32di(c, (uint64_t)_mm_extract_epi64(r, 1));
-    return crc_hw((uint32_t)c, p, len);
-}
-
-FOLD256_TARGET static inline void store256(uint8_t *p, __m256i v)
-{
-    _mm256_storeu_si256((__m256i *)(void *)p, v);
-}
-
-/* crc_fold256 that also copies the len >= FOLD_BLOCK bytes at p to out: each 32 bytes are
- * loaded once, stored and folded (mcp_crc32c_copy). */
-FOLD256_TARGET static uint32_t crc_fold256_copy(uint32_t crc, uint8_t *out, const uint8_t *p,
-                                                size_t len)
-{
-    __m256i x[8];
-    for (int i = 0; i < 8; i++) {
-        x[i] = load256(p + 32 * i);
-        store256(out + 32 * i, x[i]);
-    }
-    x[0] = _mm256_xor_si256(x[0], _mm256_set_epi64x(0, 0, 0, (long long)crc));
-    p += FOLD_BLOCK;
-    out += FOLD_BLOCK;
-    len -= FOLD_BLOCK;
-    const __m256i kb = fold256_const(0);
-    while (len >= FOLD_BLOCK) {
-        for (int i = 0; i < 8; i++) {
-            __m256i v = load256(p + 32 * i);
-            store256(out + 32 * i, v);
-            x[i] = fold256(x[i], kb, v);
-        }
-        p += FOLD_BLOCK;
-        out += FOLD_BLOCK;
-        len -= FOLD_BLOCK;
-    }
-    const __m256i k32 = fold256_const(3);
-    __m256i y = x[0];
-    for (int i = 1; i < 8; i++)
-        y = fold256(y, k32, x[i]);
-    for (; len >= 32; p += 32, out += 32, len -= 32) {
+    for (; len >= 32; p += 32, len -= 32) {
         __m256i v = load256(p);
-        store256(out, v);
+        if (out) {
+            store256(out, v);
+            out += 32;
+        }
         y = fold256(y, k32, v);
     }
     __m128i r = fold128(_mm256_castsi256_si128(y), 4, _mm256_extracti128_si256(y, 1));
-    _mm256_zeroupper(); /* as in crc_fold512 */
+    _mm256_zeroupper(); /* as in fold512_run: the application's SSE code runs next */
     uint64_t c = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(r));
     c = __builtin_ia32_crc32di(c, (uint64_t)_mm_extract_epi64(r, 1));
-    memcpy(out, p, len);
+    if (out)
+        memcpy(out, p, len);
     return crc_hw((uint32_t)c, p, len);
+}
+
+FOLD256_TARGET static uint32_t crc_fold256(uint32_t crc, const uint8_t *p, size_t len)
+{
+    return fold256_run(crc, NULL, p, len);
+}
+
+FOLD256_TARGET static uint32_t crc_fold256_copy(uint32_t crc, uint8_t *out, const uint8_t *p,
+                                                size_t len)
+{
+    return fold256_run(crc, out, p, len);
 }
 
 #endif
