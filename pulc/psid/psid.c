@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -848,13 +849,44 @@ static void drop_client(unsigned i)
     S.conn[i] = S.conn[--S.nconn];
 }
 
-#define TASK_FDS 4096
+/*
+ * Raise psid's soft limit on descriptors to the hard one (at most 1M): three a task (its pipes)
+ * plus a client's socket each, where the usual soft limit of 1024 held a node to about 300
+ * tasks.  Tasks get the limit psid was started with back (psid_task_nofile).
+ */
+static void raise_nofile(void)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
+        return;
+    psid_task_nofile(&lim);
+    rlim_t want =
+        lim.rlim_max == RLIM_INFINITY || lim.rlim_max > (1u << 20) ? (1u << 20) : lim.rlim_max;
+    if (lim.rlim_cur >= want)
+        return;
+    struct rlimit raised = {want, lim.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &raised) != 0)
+        PSP_WARN("cannot raise the descriptor limit from %llu to %llu: %s; a node takes fewer "
+                 "tasks",
+                 (unsigned long long)lim.rlim_cur, (unsigned long long)want, strerror(errno));
+}
 
 static void serve_loop(int sig_fd)
 {
-    static struct pollfd pf[MAX_CONNS + 3 + TASK_FDS];
+    /* Room for every client and every task's pipes, grown with them: with a fixed number,
+     * the tasks beyond it were never polled, and their output stalled until others ended. */
+    struct pollfd *pf = NULL;
+    size_t cap = 0;
     for (;;) {
         int timeout = psid_cluster_run();
+        size_t need = 3 + (size_t)S.nconn + psid_task_pollfds_max();
+        if (need > cap) {
+            struct pollfd *grown = realloc(pf, (need + 64) * sizeof *pf);
+            if (!grown)
+                psp_die("out of memory for %zu poll descriptors", need);
+            pf = grown;
+            cap = need + 64;
+        }
         pf[0] = (struct pollfd){sig_fd, POLLIN, 0};
         pf[1] = (struct pollfd){S.listen_fd, POLLIN, 0};
         pf[2] = (struct pollfd){psid_dlink_fd(psid_g.dlink), POLLIN, 0};
@@ -862,7 +894,7 @@ static void serve_loop(int sig_fd)
         for (unsigned i = 0; i < n; i++)
             pf[3 + i] = (struct pollfd){S.conn[i].fd,
                                         (short)(POLLIN | (S.conn[i].out_len ? POLLOUT : 0)), 0};
-        unsigned nt = psid_task_pollfds(pf + 3 + n, TASK_FDS);
+        unsigned nt = psid_task_pollfds(pf + 3 + n, (unsigned)(cap - 3 - n));
         int r = poll(pf, 3 + n + nt, timeout);
         if (r < 0 && errno == EINTR)
             continue;
@@ -874,6 +906,7 @@ static void serve_loop(int sig_fd)
                 if (si.ssi_signo == SIGCHLD)
                     continue;
                 PSP_INFO("signal %u: shutting down", si.ssi_signo);
+                free(pf);
                 return;
             }
         }
@@ -955,6 +988,7 @@ int main(int argc, char **argv)
         S.quiet_ns = S.idle_ns;
     S.users = psp_setting_str("PSP_PSID_USERS");
 
+    raise_nofile();
     take_pidfile();
     atexit(remove_files);
     psid_cores_init();

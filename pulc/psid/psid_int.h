@@ -190,6 +190,13 @@ void psid_task_node_died(uint16_t node);
 /* Poll descriptors the tasks need (output pipes, stdin pipes): up to max, returns count. */
 unsigned psid_task_pollfds(struct pollfd *pf, unsigned max);
 
+/* The most descriptors psid_task_pollfds() can give now (three a task). */
+unsigned psid_task_pollfds_max(void);
+
+/* Tasks start with descriptor limit lim (psid's before it raised its own), not psid's. */
+struct rlimit;
+void psid_task_nofile(const struct rlimit *lim);
+
 /* Handle what poll reported on the descriptors psid_task_pollfds() gave. */
 void psid_task_handle(const struct pollfd *pf, unsigned n);
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +123,16 @@ static void child_exec(const char *const *argv, const char *const *envp, const c
     child_fail(errfd, err);
 }
 
+/* The descriptor limit tasks start with: psid's own before it raised it (psid_task_nofile). */
+static struct rlimit task_nofile;
+static int task_nofile_set;
+
+void psid_task_nofile(const struct rlimit *lim)
+{
+    task_nofile = *lim;
+    task_nofile_set = 1;
+}
+
 static void child(const struct psid_spawn_req *r, const gid_t *groups, int ngroups, int in_fd,
                   int out_fd, int err_fd, int errpipe, const char *path, pid_t psid_pid,
                   int bind_cpu)
@@ -137,6 +148,10 @@ static void child(const struct psid_spawn_req *r, const gid_t *groups, int ngrou
         if (s != SIGKILL && s != SIGSTOP)
             sigaction(s, &dfl, NULL);
     setsid();
+    /* the limit psid was started with, not the one it raised for itself: programs that close
+     * or select() over every possible descriptor expect the usual soft limit */
+    if (task_nofile_set)
+        setrlimit(RLIMIT_NOFILE, &task_nofile);
     if (dup2(errpipe, 3) < 0 || dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
         child_fail(errpipe, errno);
     fcntl(3, F_SETFD, FD_CLOEXEC);
@@ -503,8 +518,27 @@ void psid_task_node_died(uint16_t node)
     }
 }
 
+unsigned psid_task_pollfds_max(void)
+{
+    return (unsigned)(3 * nT);
+}
+
+/* The task (index into T) of each descriptor psid_task_pollfds() gave, for psid_task_handle:
+ * one look, where a search of every task for every ready descriptor grew with their square. */
+static uint32_t *pf_task;
+static size_t pf_task_cap;
+
 unsigned psid_task_pollfds(struct pollfd *pf, unsigned max)
 {
+    if (pf_task_cap < max) {
+        uint32_t *grown = realloc(pf_task, (size_t)max * sizeof *pf_task);
+        if (!grown)
+            max = (unsigned)pf_task_cap; /* poll fewer now; the next round tries again */
+        else {
+            pf_task = grown;
+            pf_task_cap = max;
+        }
+    }
     unsigned n = 0;
     for (size_t i = 0; i < nT; i++) {
         struct task *t = T[i];
@@ -515,10 +549,14 @@ unsigned psid_task_pollfds(struct pollfd *pf, unsigned max)
                                psid_dlink_queued(psid_g.dlink, t->from_node, PSID_CHAN_BULK) >
                                    PSID_OUT_BACKLOG_MAX);
         for (unsigned s = 0; s < 2 && !hold; s++)
-            if (t->out_fd[s] >= 0 && n < max)
+            if (t->out_fd[s] >= 0 && n < max) {
+                pf_task[n] = (uint32_t)i;
                 pf[n++] = (struct pollfd){t->out_fd[s], POLLIN, 0};
-        if (t->in_fd >= 0 && t->in_len > t->in_off && n < max)
+            }
+        if (t->in_fd >= 0 && t->in_len > t->in_off && n < max) {
+            pf_task[n] = (uint32_t)i;
             pf[n++] = (struct pollfd){t->in_fd, POLLOUT, 0};
+        }
     }
     return n;
 }
@@ -526,20 +564,18 @@ unsigned psid_task_pollfds(struct pollfd *pf, unsigned max)
 void psid_task_handle(const struct pollfd *pf, unsigned n)
 {
     for (unsigned k = 0; k < n; k++) {
-        if (!pf[k].revents)
+        if (!pf[k].revents || k >= pf_task_cap || pf_task[k] >= nT)
             continue;
-        for (size_t i = 0; i < nT; i++) {
-            struct task *t = T[i];
-            for (unsigned s = 0; s < 2; s++)
-                if (t->out_fd[s] == pf[k].fd)
-                    read_output(t, s);
-            if (t->in_fd == pf[k].fd) {
-                if (pf[k].revents & (POLLERR | POLLHUP)) { /* closed by the task */
-                    close(t->in_fd);
-                    t->in_fd = -1;
-                }
-                write_stdin(t); /* (after a close: what waits is dropped, and said so) */
+        struct task *t = T[pf_task[k]];
+        for (unsigned s = 0; s < 2; s++)
+            if (t->out_fd[s] == pf[k].fd)
+                read_output(t, s);
+        if (t->in_fd == pf[k].fd) {
+            if (pf[k].revents & (POLLERR | POLLHUP)) { /* closed by the task */
+                close(t->in_fd);
+                t->in_fd = -1;
             }
+            write_stdin(t); /* (after a close: what waits is dropped, and said so) */
         }
     }
 }

@@ -131,7 +131,7 @@ int pulc_psk_call(int sock, uint32_t op, uint32_t abi, const void *req, uint32_t
                     strerror(-rc));
         return rc;
     }
-    if (r.magic != PSK_MSG_MAGIC || r.len > 65536) {
+    if (r.magic != PSK_MSG_MAGIC || r.len > PULC_PSK_REPLY_MAX) {
         psp_set_err(err, errlen, "psid sent a malformed reply (magic 0x%08x, %u bytes)", r.magic,
                     r.len);
         return -EPROTO;

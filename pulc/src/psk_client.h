@@ -17,9 +17,13 @@
  */
 int pulc_psk_connect(const char *path, char *err, size_t errlen);
 
+/* The longest reply payload a client takes (psid's task list runs 32 bytes a task). */
+#define PULC_PSK_REPLY_MAX (64u << 20)
+
 /*
  * One request: op with req (reqlen bytes) sent as ABI version abi; the reply payload is
- * copied to rep (at most replen bytes; *got gets the payload length if got != NULL) and up to
+ * copied to rep (at most replen bytes; *got gets the payload length if got != NULL, which may
+ * be more than replen: then ask again with room for it) and up to
  * nfds received descriptors to fds (the caller owns them; unused entries are -1).  Returns 0,
  * the reply's negative errno with psid's text in err, or a negative errno of the transport.
  */

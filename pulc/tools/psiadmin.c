@@ -35,21 +35,34 @@ static void usage(FILE *f)
 }
 
 /* One request to psid; the reply payload (malloc'd, NUL-terminated) or exit. */
+/* psid's reply to op, NUL-terminated, in a buffer as large as it needs (the task list of a
+ * node with thousands of tasks is larger than 64 KiB); *len its length. */
 static char *call(uint32_t op, uint32_t *len)
 {
     char err[512];
-    int fd = pulc_psk_connect(psp_setting_str("PSP_PSID_SOCKET"), err, sizeof err);
-    if (fd < 0)
-        psp_fail_exit("%s", err);
-    static char buf[65536];
+    static char *buf;
+    static size_t cap;
     uint32_t got = 0;
-    int rc = pulc_psk_call(fd, op, PSK_ABI_VERSION, NULL, 0, buf, sizeof buf - 1, &got, NULL, 0,
-                           err, sizeof err);
-    close(fd);
-    if (rc)
-        psp_fail_exit("%s", err);
-    if (got > sizeof buf - 1)
-        got = sizeof buf - 1;
+    for (size_t want = 65536;;) {
+        if (cap < want) {
+            char *grown = realloc(buf, want);
+            if (!grown)
+                psp_fail_exit("out of memory for a reply of %zu bytes", want);
+            buf = grown;
+            cap = want;
+        }
+        int fd = pulc_psk_connect(psp_setting_str("PSP_PSID_SOCKET"), err, sizeof err);
+        if (fd < 0)
+            psp_fail_exit("%s", err);
+        int rc = pulc_psk_call(fd, op, PSK_ABI_VERSION, NULL, 0, buf, (uint32_t)cap - 1, &got, NULL,
+                               0, err, sizeof err);
+        close(fd);
+        if (rc)
+            psp_fail_exit("%s", err);
+        if (got <= cap - 1)
+            break;
+        want = (size_t)got + 4096; /* it grew meanwhile, or did not fit: ask again */
+    }
     buf[got] = 0;
     *len = got;
     return buf;
