@@ -23,6 +23,7 @@ static const struct psp_setting table[] = {
     {"PSP_UDP_PORT",         "18360",  "link", "UDP port of the udp link"},
     {"PSP_UDP_GSO",          "1",      "link", "udp link: send frames over the MTU as one GSO write of segments (0: IP fragments)"},
     {"PSP_UDP_RING",         "1",      "link", "udp link: read datagrams from a packet receive ring mapped into memory when allowed (root); 0: with recvmmsg"},
+    {"PSP_UDP_ETH",          "1",      "link", "udp link: frames under the MTU to nodes whose MAC the nodes file gives go as raw Ethernet frames, past IP and UDP (needs the ring; 0: all as datagrams)"},
     {"PSP_UDP_PACK",         "1",      "link", "udp link: consecutive small frames to one node share a datagram under the MTU (0: a datagram each)"},
     {"PSP_UDP_SEGMENT",      "0",      "link", "udp link: segment bytes for GSO (0: interface MTU - 28)"},
     {"PSP_ETH_RING",         "1",      "link", "eth link: read frames from a receive ring mapped into memory (0: with recvmmsg)"},

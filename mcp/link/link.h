@@ -85,6 +85,12 @@ struct mcp_link_stats {
     uint64_t rx_packed;  /* frames taken out of packed datagrams */
     uint64_t rx_carried; /* frames of a read kept for the next rx(): more than the firmware
                             offered buffers for */
+    /* udp: frames under the MTU to nodes on the same Ethernet as link frames (PSP_UDP_ETH,
+     * udp_eth.h) */
+    uint64_t tx_eth;   /* frames sent as link frames */
+    uint64_t rx_eth;   /* link frames read (a packed one counts once) */
+    uint64_t tx_hello; /* hellos sent: this link reads link frames */
+    uint64_t rx_hello; /* hellos read */
 };
 
 /* Copy the counters of a udp or eth link into s. 0, or -EINVAL for another kind of link. */

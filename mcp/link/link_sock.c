@@ -149,8 +149,11 @@ int mcp_sock_flush(struct lanai_link *l)
 
     while (s->head < s->tail) {
         unsigned k = s->tail - s->head, nmsg = 0;
+        int fd = s->fd_for ? s->fd_for(s, &s->q[s->head]) : s->fd;
         for (unsigned i = 0; i < k; nmsg++) {
             struct mcp_sock_txent *e = &s->q[s->head + i];
+            if (nmsg && s->fd_for && s->fd_for(s, e) != fd)
+                break; /* the rest goes through the other socket, in the next call */
             struct msghdr *m = &s->msg[nmsg].msg_hdr;
             memset(m, 0, sizeof *m);
             s->fill(s, e, m);
@@ -169,7 +172,7 @@ int mcp_sock_flush(struct lanai_link *l)
             i += span;
         }
 
-        int r = sendmmsg(s->fd, s->msg, nmsg, MSG_DONTWAIT);
+        int r = sendmmsg(fd, s->msg, nmsg, MSG_DONTWAIT);
         s->st.tx_calls++;
         if (r < 0) {
             int e = errno;
@@ -199,14 +202,14 @@ int mcp_sock_flush(struct lanai_link *l)
         s->head += frames;
         sent += (int)frames;
         if ((unsigned)r == nmsg)
-            break;
+            continue; /* all of the batch went (a change of socket may have left more) */
         /* Partial send: the first unsent frame failed.  Some kernels keep its error as a
          * pending socket error: fetch (and clear) it, so that it cannot be blamed on a later
          * frame.  Then try the rest again: a frame that cannot go fails at once and is
          * skipped, a full buffer (EAGAIN) ends this flush. */
         int soerr = 0;
         socklen_t sl = sizeof soerr;
-        if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
             soerr = 0;
         if (soerr && !transient(soerr) && !(s->refused && s->refused(s, &s->q[s->head], soerr)))
             skip_failed(s, soerr);

@@ -48,6 +48,10 @@ struct mcp_sock_link {
      * again (the link changed how it sends, e.g. gave up segmentation), 0 = count e and skip
      * it (the rest of its message goes again) */
     int (*refused)(struct mcp_sock_link *s, struct mcp_sock_txent *e, int err);
+    /* optional: the socket the message starting with e goes through (NULL: fd); consecutive
+     * messages through one socket share a sendmmsg.  A pure function of e's length and
+     * destination: the entries prepare() puts into the message go the same way */
+    int (*fd_for)(struct mcp_sock_link *s, const struct mcp_sock_txent *e);
     unsigned head, tail; /* queued: q[head .. tail-1] */
     struct mcp_sock_txent q[MCP_SOCK_TXQ];
     uint16_t span[MCP_SOCK_TXQ]; /* entries each message of the batch carries */

@@ -17,6 +17,9 @@
  * a packet socket's receive ring instead (udp_ring.h, rx_ring): looking for frames is then a
  * load, not a system call.  The UDP socket keeps only frames that came as IP fragments; it is
  * read every UDP_SOCK_LOOKS-th empty look.  Processes that adopt the socket adopt the ring too.
+ * With the ring, frames that fit one datagram go to nodes whose MAC the nodes table gives as
+ * Ethernet frames through the ring's socket, once such a node is heard to read them
+ * (udp_eth.h, PSP_UDP_ETH).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,6 +40,7 @@
 #include "link_sock.h"
 #include "log.h"
 #include "settings.h"
+#include "udp_eth.h"
 #include "udp_pack.h"
 #include "udp_ring.h"
 #include "udp_seg.h"
@@ -99,6 +103,7 @@ struct udp_link {
     } rctl[UDP_RXBATCH];
     struct udp_reasm *reasm; /* per node: frames whose segments came in several reads */
     struct udp_ring ring;    /* ring.fd < 0: datagrams are read from the UDP socket */
+    struct udp_eth eth;      /* small frames as link frames through ring.fd (udp_eth.h) */
     unsigned sock_looks;     /* with a ring: empty looks since the UDP socket was read */
     uint64_t *fcs;           /* during udp_rx_fcs: where each filled frame's FCS goes */
 };
@@ -109,9 +114,26 @@ static int udp_route(struct mcp_sock_link *s, uint16_t dst)
     return u->present[dst] ? 0 : -EHOSTUNREACH;
 }
 
+/* 1 if e goes as a link frame (udp_eth.h): it fits one datagram, its node reads them. */
+static inline int via_eth(const struct udp_link *u, const struct mcp_sock_txent *e)
+{
+    return u->eth.on && e->len <= u->seg && u->eth.ok[e->dst];
+}
+
+static int udp_fd_for(struct mcp_sock_link *s, const struct mcp_sock_txent *e)
+{
+    struct udp_link *u = (struct udp_link *)s;
+    return via_eth(u, e) ? u->ring.fd : s->fd;
+}
+
 static void udp_fill(struct mcp_sock_link *s, struct mcp_sock_txent *e, struct msghdr *m)
 {
     struct udp_link *u = (struct udp_link *)s;
+    if (via_eth(u, e)) {
+        m->msg_name = &u->eth.to;
+        m->msg_namelen = sizeof u->eth.to;
+        return;
+    }
     m->msg_name = &u->addr[e->dst];
     m->msg_namelen = sizeof u->addr[e->dst];
 }
@@ -131,12 +153,13 @@ static unsigned pack_count(const struct udp_link *u, const struct mcp_sock_txent
 }
 
 /* Message i carries the cnt frames from e packed: the header and each frame's length are
- * written into message i's segment-header room (UDP_SEG_MAX * UDP_SEG_HDR bytes). */
+ * written into message i's segment-header room (UDP_SEG_MAX * UDP_SEG_HDR bytes).  With lead,
+ * message i's first iovec is already set (a link frame's Ethernet header). */
 static void pack_frames(struct udp_link *u, unsigned i, const struct mcp_sock_txent *e,
-                        unsigned cnt, struct msghdr *m)
+                        unsigned cnt, struct msghdr *m, unsigned lead)
 {
     uint8_t *room = u->ghdr[i][0];
-    struct iovec *iov = u->giov[i];
+    struct iovec *iov = u->giov[i] + lead;
     udp_pack_put_hdr(room, cnt);
     iov[0].iov_base = room;
     iov[0].iov_len = UDP_PACK_HDR;
@@ -148,8 +171,8 @@ static void pack_frames(struct udp_link *u, unsigned i, const struct mcp_sock_tx
         iov[2 + 2 * k].iov_base = (void *)e[k].frame;
         iov[2 + 2 * k].iov_len = e[k].len;
     }
-    m->msg_iov = iov;
-    m->msg_iovlen = 1 + 2 * cnt;
+    m->msg_iov = u->giov[i];
+    m->msg_iovlen = lead + 1 + 2 * cnt;
     u->s.st.tx_packed += cnt;
 }
 
@@ -162,9 +185,18 @@ static unsigned udp_prepare(struct mcp_sock_link *s, unsigned i, struct mcp_sock
     struct udp_link *u = (struct udp_link *)s;
     struct iovec *iov = u->giov[i];
     if (e->len <= u->seg) {
-        unsigned cnt = pack_count(u, e, avail);
+        unsigned cnt = pack_count(u, e, avail), lead = via_eth(u, e);
+        if (lead) { /* a link frame: its Ethernet header first */
+            iov[0].iov_base = u->eth.hdr[e->dst];
+            iov[0].iov_len = UDP_ETH_TXHDR;
+            iov[1].iov_base = (void *)e->frame;
+            iov[1].iov_len = e->len;
+            m->msg_iov = iov;
+            m->msg_iovlen = 2;
+            u->s.st.tx_eth += cnt;
+        }
         if (cnt > 1)
-            pack_frames(u, i, e, cnt, m);
+            pack_frames(u, i, e, cnt, m, lead);
         return cnt;
     }
     if (!u->gso)
@@ -203,6 +235,13 @@ static unsigned udp_prepare(struct mcp_sock_link *s, unsigned i, struct mcp_sock
 static int udp_refused(struct mcp_sock_link *s, struct mcp_sock_txent *e, int err)
 {
     struct udp_link *u = (struct udp_link *)s;
+    if (via_eth(u, e)) {
+        u->eth.on = 0;
+        PSP_WARN("udp link of node %u: the kernel refused a link frame to node %u (%s): frames "
+                 "go as datagrams from now on (slower); PSP_UDP_ETH=0 says so from the start",
+                 (unsigned)s->l.node, (unsigned)e->dst, strerror(err));
+        return 1;
+    }
     if (!u->gso || e->len <= u->seg)
         return 0;
     u->gso = 0;
@@ -622,6 +661,33 @@ static int rx_direct(struct udp_link *u, void *const *bufs, uint32_t cap, uint32
     return filled;
 }
 
+/* A link frame (udp_eth.h) came from mac: its node reads link frames.  0 for a hello (nothing
+ * for the firmware), 1 for frames to take. */
+static int heard_eth(struct udp_link *u, const uint8_t *mac, const uint8_t *p, uint32_t len)
+{
+    int node = udp_eth_node_of(&u->eth, mac);
+    if (node >= 0)
+        u->eth.ok[node] = 1;
+    if (udp_eth_is_hello(p, len)) {
+        u->s.st.rx_hello++;
+        return 0;
+    }
+    u->s.st.rx_eth++;
+    u->s.st.rx_bytes += len;
+    return 1;
+}
+
+/* A datagram (a sampled one) came from a node that may not know this link reads link frames:
+ * tell it, unless link frames came from it already. */
+static void heard_udp(struct udp_link *u, const struct sockaddr_in *from)
+{
+    u->eth.sample = 0;
+    int node = udp_node_of(u, from);
+    if (node >= 0 && u->eth.known[node] && !u->eth.ok[node] &&
+        udp_eth_hello(&u->eth, u->ring.fd, (uint16_t)node) == 0)
+        u->s.st.tx_hello++;
+}
+
 /*
  * With a ring: the datagrams in it, each copied once into firmware buffers (taken apart as
  * in rx_staged); then, every UDP_SOCK_LOOKS-th look that found none, the UDP socket.
@@ -632,15 +698,21 @@ static int rx_ring(struct udp_link *u, void *const *bufs, uint32_t cap, uint32_t
     struct sockaddr_in from;
     const uint8_t *p;
     uint32_t len, gso;
-    while (filled < n && (r = udp_ring_peek(&u->ring, &from, &p, &len, &gso)) != 0) {
+    const uint8_t *mac;
+    while (filled < n && (r = udp_ring_peek(&u->ring, &from, &p, &len, &gso, &mac)) != 0) {
         /* A packed datagram with more frames than the buffers left waits in the ring for the
          * next look rather than leave frames in this process's carry, which the next pass,
          * if another process of the node runs it, would not see (and the frames after them
          * would come out of order, to be sent again). */
         if (r > 0 && filled > 0 && udp_pack_count(p, len) > (unsigned)(n - filled))
             break;
-        if (r > 0) {
+        if (r == 2) {
+            if (heard_eth(u, mac, p, len))
+                take_datagram(u, p, len, gso, &from, bufs, cap, lens, n, &filled);
+        } else if (r > 0) {
             u->s.st.rx_bytes += len;
+            if (u->eth.on && ++u->eth.sample >= UDP_ETH_SAMPLE)
+                heard_udp(u, &from);
             take_datagram(u, p, len, gso, &from, bufs, cap, lens, n, &filled);
         } else {
             u->s.st.rx_truncated++; /* not a whole datagram: nothing to hand up */
@@ -716,6 +788,7 @@ static void udp_free(struct udp_link *u)
     free(u->present);
     free(u->addr);
     udp_ring_close(&u->ring);
+    udp_eth_free(&u->eth);
     free(u);
 }
 
@@ -825,6 +898,38 @@ static int setup_ring(struct udp_link *u, const struct mcp_link_params *p, char 
                  "with recvmmsg; PSP_UDP_RING=0 says so from the start",
                  (unsigned)p->node, strerror(-rc));
     return 0;
+}
+
+/*
+ * Link frames to nodes on the same Ethernet (udp_eth.h): with a ring, unless PSP_UDP_ETH=0.
+ * 0, or -EINVAL / -ENOMEM with the reason in err.
+ */
+static int setup_eth(struct udp_link *u, const struct mcp_link_params *p, char *err, size_t errlen)
+{
+    uint64_t want = 1;
+    if (psp_setting_u64("PSP_UDP_ETH", 0, 1, &want, err, errlen))
+        return -EINVAL;
+    if (!want || u->ring.fd < 0)
+        return 0;
+    if (udp_eth_setup(&u->eth, p->nodes, p->node) != 0) {
+        psp_set_err(err, errlen, "udp link: out of memory");
+        return -ENOMEM;
+    }
+    u->eth.sample = UDP_ETH_SAMPLE - 1; /* the first datagram read is looked at */
+    if (!u->eth.on)
+        PSP_INFO("udp link of node %u: no Ethernet interface holds its address, or no other node "
+                 "has a MAC in the nodes file: every frame goes as a datagram",
+                 (unsigned)p->node);
+    return 0;
+}
+
+/* A link that opened its socket tells every node with a MAC that it reads link frames (one
+ * that adopted it learns from what it reads, and tells the nodes it reads datagrams from). */
+static void say_hello(struct udp_link *u)
+{
+    for (unsigned i = 0; u->eth.on && i < u->eth.nodes; i++)
+        if (u->eth.known[i] && udp_eth_hello(&u->eth, u->ring.fd, (uint16_t)i) == 0)
+            u->s.st.tx_hello++;
 }
 
 static const struct lanai_link_ops udp_ops = {
@@ -940,7 +1045,7 @@ struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err,
     }
     if (setup_segments(u, fd, me->ip, err, errlen) != 0)
         goto fail;
-    if (setup_ring(u, p, err, errlen) != 0)
+    if (setup_ring(u, p, err, errlen) != 0 || setup_eth(u, p, err, errlen) != 0)
         goto fail;
 
     u->s.l.ops = &udp_ops;
@@ -953,10 +1058,13 @@ struct lanai_link *mcp_link_udp_open(const struct mcp_link_params *p, char *err,
     u->s.fill = udp_fill;
     u->s.prepare = udp_prepare;
     u->s.refused = udp_refused;
+    u->s.fd_for = udp_fd_for;
     if (mcp_sock_init(&u->s, fd, &p->fault) != 0) {
         psp_set_err(err, errlen, "udp link: out of memory");
         goto fail;
     }
+    if (p->fd < 0)
+        say_hello(u);
     return &u->s.l;
 
 fail:

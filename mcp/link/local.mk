@@ -11,5 +11,6 @@ mcp_link_libmcplink_la_SOURCES = \
 	mcp/link/link_udp.c mcp/link/udp_seg.c mcp/link/udp_seg.h \
 	mcp/link/udp_pack.c mcp/link/udp_pack.h \
 	mcp/link/udp_ring.c mcp/link/udp_ring.h \
+	mcp/link/udp_eth.c mcp/link/udp_eth.h \
 	mcp/link/link_eth.c mcp/link/pkt_ring.c mcp/link/pkt_ring.h
 # Consumers add common/libpspcommon.la (see mcp/local.mk).

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "udp_eth.h"
 #include "udp_seg.h"
 
 #define UDP_RING_MAX_NET 65535u /* the largest IPv4 packet: a whole GSO write */
@@ -25,22 +26,34 @@ static int attach(int fd, struct sock_filter *code, unsigned short len)
     return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) ? -errno : 0;
 }
 
-/* The packet socket's filter: unfragmented IPv4 UDP datagrams (no IP options) to me. */
-static int filter_ring(int fd, const struct sockaddr_in *me)
+/* The packet socket's filter: the udp link's frames (udp_eth.h) to this host on interface
+ * ifindex (the one holding my address; 0: none) and unfragmented IPv4 UDP datagrams (no IP
+ * options) to me; never what this host sends. */
+static int filter_ring(int fd, const struct sockaddr_in *me, int ifindex)
 {
     struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_NET_OFF + 0), /* version 4, 20-byte header */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),  /* 0 */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, 19, 0),      /* 1: -> 21 */
+        BPF_STMT(BPF_MISC | BPF_TAX, 0),                                  /* 2: X = pkttype */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_PROTOCOL), /* 3 */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, UDP_ETH_TYPE, 0, 4),          /* 4: -> 5, 9 */
+        BPF_STMT(BPF_MISC | BPF_TXA, 0),                                  /* 5 */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 14),          /* 6: -> 7, 21 */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_IFINDEX),  /* 7 */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)ifindex, 11, 12),   /* 8: -> 20, 21 */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 11),             /* 9: -> 10, 21 */
+        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_NET_OFF + 0), /* 10: version 4, 20-byte header */
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x45, 0, 9),
-        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_NET_OFF + 9), /* protocol UDP */
+        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_NET_OFF + 9), /* 12: protocol UDP */
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 0, 7),
-        BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SKF_NET_OFF + 6), /* no fragment (MF, offset) */
+        BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SKF_NET_OFF + 6), /* 14: no fragment (MF, offset) */
         BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x3fff, 5, 0),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 16), /* destination address */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 16), /* 16: destination address */
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ntohl(me->sin_addr.s_addr), 0, 3),
-        BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SKF_NET_OFF + IP_HDR + 2), /* destination port */
+        BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SKF_NET_OFF + IP_HDR + 2), /* 18: destination port */
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ntohs(me->sin_port), 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, 0x40000), /* take it whole */
-        BPF_STMT(BPF_RET | BPF_K, 0),
+        BPF_STMT(BPF_RET | BPF_K, 0x40000), /* 20: take it whole */
+        BPF_STMT(BPF_RET | BPF_K, 0),       /* 21 */
     };
     return attach(fd, code, sizeof code / sizeof code[0]);
 }
@@ -69,12 +82,20 @@ int udp_ring_open(struct udp_ring *r, int udp_fd, const struct sockaddr_in *me, 
     int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    int rc = filter_ring(fd, me);
+    int ifindex = 0;
+    uint8_t mac[6];
+    if (udp_eth_iface(me->sin_addr, &ifindex, mac) != 0)
+        ifindex = 0; /* no Ethernet interface holds my address: no link frames */
+    int rc = filter_ring(fd, me, ifindex);
     if (!rc)
         rc = pkt_ring_create(&r->ring, fd, UDP_RING_MAX_NET, UDP_RING_BYTES, 1);
     if (!rc) {
-        struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP)};
-        /* every interface: datagrams to our address may come in on any of them */
+        struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
+        /* every interface: datagrams to our address may come in on any of them; every
+         * protocol: IPv4 and the link frames, in the order they came.  Copies of what this
+         * host sends are not wanted (the filter drops them too, where the kernel is older). */
+        int one = 1;
+        (void)setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
         if (bind(fd, (struct sockaddr *)&sll, sizeof sll) != 0)
             rc = -errno;
     }
@@ -123,14 +144,25 @@ static uint16_t be16(const uint8_t *p)
 }
 
 int udp_ring_peek(struct udp_ring *r, struct sockaddr_in *from, const uint8_t **p, uint32_t *len,
-                  uint32_t *gso)
+                  uint32_t *gso, const uint8_t **mac)
 {
     const uint8_t *d;
     uint32_t snap, wire, net;
     uint8_t type;
     if (!pkt_ring_peek(&r->ring, &d, &snap, &wire, &type, &net))
         return 0;
-    if (snap < wire || snap < net + IP_HDR + UDP_HDR)
+    if (snap < wire)
+        return -1;
+    if (net == UDP_ETH_HDR && d[12] == (uint8_t)(UDP_ETH_TYPE >> 8) &&
+        d[13] == (uint8_t)UDP_ETH_TYPE) {
+        memset(from, 0, sizeof *from); /* no address: a link frame is never a segment */
+        *mac = d + 6;
+        *p = d + net;
+        *len = udp_eth_unpad(d + net, snap - net);
+        *gso = *len;
+        return 2;
+    }
+    if (snap < net + IP_HDR + UDP_HDR)
         return -1;
     const uint8_t *ip = d + net;
     uint32_t tot = be16(ip + 2);

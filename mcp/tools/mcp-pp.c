@@ -933,7 +933,7 @@ static void fw_open(struct fw *f, struct setup *s, const struct opts *o)
 }
 
 /* The counters of this NIC, then the link's, as one array (names from counter_label()). */
-#define LINK_STATS 8
+#define LINK_STATS 12
 static unsigned all_counter_count(void)
 {
     return mcp_counter_count() + LINK_STATS;
@@ -941,10 +941,11 @@ static unsigned all_counter_count(void)
 
 static const char *counter_label(unsigned i, const char **help)
 {
-    static const char *const names[LINK_STATS] = {"link.tx_frames",        "link.rx_frames",
-                                                  "link.tx_dropped_full",  "link.fault_dropped",
-                                                  "link.fault_duplicated", "link.fault_corrupted",
-                                                  "link.tx_errors",        "link.rx_errors"};
+    static const char *const names[LINK_STATS] = {
+        "link.tx_frames",     "link.rx_frames",        "link.tx_dropped_full",
+        "link.fault_dropped", "link.fault_duplicated", "link.fault_corrupted",
+        "link.tx_errors",     "link.rx_errors",        "link.tx_eth",
+        "link.rx_eth",        "link.tx_hello",         "link.rx_hello"};
     static const char *const helps[LINK_STATS] = {"frames handed to the kernel",
                                                   "frames handed to the firmware",
                                                   "frames dropped at flush: socket buffer full",
@@ -952,7 +953,11 @@ static const char *counter_label(unsigned i, const char **help)
                                                   "frames duplicated by fault injection",
                                                   "frames corrupted by fault injection",
                                                   "frames the kernel refused to send",
-                                                  "errors the socket reported on receive"};
+                                                  "errors the socket reported on receive",
+                                                  "udp: frames sent as Ethernet frames",
+                                                  "udp: Ethernet frames read",
+                                                  "udp: hellos sent (this link reads Ethernet)",
+                                                  "udp: hellos read"};
     unsigned n = mcp_counter_count();
     if (i < n) {
         *help = mcp_counter_help(i);
@@ -978,6 +983,10 @@ static void read_counters(struct fw *f, uint64_t *v)
     v[n + 5] = ls.fault_corrupted;
     v[n + 6] = ls.tx_errors;
     v[n + 7] = ls.rx_errors;
+    v[n + 8] = ls.tx_eth;
+    v[n + 9] = ls.rx_eth;
+    v[n + 10] = ls.tx_hello;
+    v[n + 11] = ls.rx_hello;
 }
 
 /* ---------------------------------------------------------------------------------------- */

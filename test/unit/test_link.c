@@ -2189,6 +2189,189 @@ static void udp_ring_checks(void)
     free(r);
 }
 
+/* ---- udp link: small frames as Ethernet frames (udp_eth.h; root, private namespace) --------- */
+
+#define ETH_IP_A "198.18.9.1"
+#define ETH_IP_B "198.18.9.2"
+
+/* Nodes 0 on pspa and 1 on pspb, with their MACs (with_macs) or without; each link opens its
+ * own sockets. */
+static int udp_eth_pair_open(struct udp_pair *u, int with_macs, char *err, size_t errlen)
+{
+    char text[256];
+    snprintf(text, sizeof text, "0 " ETH_IP_A ":18371 %s\n1 " ETH_IP_B ":18372 %s\n",
+             with_macs ? MAC_A " pspa" : "", with_macs ? MAC_B " pspb" : "");
+    if (psp_nodes_parse(text, 0, &u->nodes, err, errlen) != 0)
+        return -1;
+    static const int own[2] = {-1, -1};
+    return udp_pair_links(u, own, NULL, err, errlen);
+}
+
+/* Send frames numbered no.. of the lengths len[0..n) from a to node to (one flush) and read
+ * them at b: all, in order, intact, each with its FCS. */
+static void eth_exchange(struct lanai_link *a, uint16_t to, struct lanai_link *b, struct bigbufs *r,
+                         const uint32_t *len, uint32_t n, uint32_t no)
+{
+    static uint8_t f[16][44 * 1464];
+    uint32_t len_of[64] = {0}, seen[64];
+    REQUIRE(n <= 16 && no + n <= 64, "test too large");
+    for (uint32_t i = 0; i < n; i++) {
+        make_frame(f[i], len[i], MCP_FT_DATA, no + i);
+        len_of[no + i] = len[i];
+        CHECK_OK(lanai_tx(a, to, f[i], len[i]));
+    }
+    CHECK_EQ_I64(lanai_flush(a), n);
+    CHECK_EQ_I64(udp_ring_read(b, r, (int)n, seen, len_of), n);
+    for (uint32_t i = 0; i < n; i++)
+        CHECK(seen[i] == no + i, "frame %u read as #%u: in order", no + i, seen[i]);
+}
+
+/*
+ * Two nodes in one namespace, on the two ends of veth pair pspa <-> pspb (their datagrams go
+ * by loopback, their Ethernet frames by the pair): frames go as datagrams until the other
+ * side is heard to read Ethernet frames, then the small ones as Ethernet frames, the large
+ * ones still as datagrams, all in order; a link without a ring, or with PSP_UDP_ETH=0, is sent
+ * datagrams only; a padded frame is cut back to its length.
+ */
+static void udp_eth_checks(void)
+{
+    static struct udp_pair u;
+    char err[256] = "";
+    struct mcp_link_stats sa, sb;
+    REQUIRE(udp_eth_pair_open(&u, 1, err, sizeof err) == 0, "open: %s", err);
+    struct lanai_link *a = u.l[0], *b = u.l[1];
+    REQUIRE(mcp_link_ring_fd(a) >= 0 && mcp_link_ring_fd(b) >= 0, "both links have a ring");
+    struct bigbufs *r = bigbufs_new();
+    REQUIRE(r != NULL, "memory");
+    /* each said hello when opened: b's reached a, a's came before b had a ring */
+    mcp_link_stats(a, &sa);
+    CHECK_EQ_U64(sa.tx_hello, 1);
+    static const uint32_t small[] = {8, 100, 1472};
+    static const uint32_t mixed[] = {64, 5000, 32, 44u * 1464u, 1472, 1473, 200};
+    /* a has heard nothing: datagrams; b, reading one, says hello again */
+    eth_exchange(a, 1, b, r, small, 3, 0);
+    mcp_link_stats(a, &sa);
+    mcp_link_stats(b, &sb);
+    CHECK_EQ_U64(sa.tx_eth, 0);
+    CHECK_EQ_U64(sb.rx_eth, 0);
+    CHECK_EQ_U64(sb.tx_hello, 2);
+    /* b has heard nothing from a either; a reads b's two hellos and its datagrams */
+    eth_exchange(b, 0, a, r, small, 3, 3);
+    mcp_link_stats(a, &sa);
+    mcp_link_stats(b, &sb);
+    CHECK_EQ_U64(sb.tx_eth, 0);
+    CHECK_EQ_U64(sa.rx_hello, 2);
+    CHECK_EQ_U64(sa.rx_frames, 3); /* hellos are not handed up */
+    /* now a sends Ethernet frames: the small ones (and the largest under the MTU), in order
+     * with the large ones, which go as segmented datagrams */
+    eth_exchange(a, 1, b, r, mixed, 7, 6);
+    mcp_link_stats(a, &sa);
+    mcp_link_stats(b, &sb);
+    CHECK_EQ_U64(sa.tx_eth, 4);
+    CHECK_EQ_U64(sa.tx_segmented, 3);
+    CHECK_EQ_U64(sb.rx_eth, 4);
+    CHECK_EQ_U64(sb.rx_frames, 10);
+    /* and b, having read them, too */
+    eth_exchange(b, 0, a, r, mixed, 7, 13);
+    mcp_link_stats(b, &sb);
+    CHECK_EQ_U64(sb.tx_eth, 4);
+    /* a burst of small frames: packed Ethernet frames under the MTU */
+    uint64_t tx_eth = sa.tx_eth, rx_packed = sb.rx_packed;
+    CHECK_EQ_U64(pack_burst(a, b, 64), 26);
+    mcp_link_stats(a, &sa);
+    mcp_link_stats(b, &sb);
+    CHECK_EQ_U64(sa.tx_eth - tx_eth, 26);
+    CHECK_EQ_U64(sb.rx_packed - rx_packed, 26);
+    /* no link reads its own frames (the ring drops what this host sends), nor the other
+     * node's (Ethernet frames are taken on the interface holding the address only) */
+    CHECK_EQ_I64(udp_ring_read(a, r, 0, (uint32_t[64]){0}, NULL), 0);
+    CHECK_EQ_I64(udp_ring_read(b, r, 0, (uint32_t[64]){0}, NULL), 0);
+
+    /* A frame padded to the Ethernet minimum (as a NIC does): b reads it at its own length. */
+    int ps = socket(AF_PACKET, SOCK_RAW, 0);
+    REQUIRE(ps >= 0, "packet socket: %s", strerror(errno));
+    uint8_t pad[60] = {0};
+    static const uint8_t mac_a[6] = {2, 0x50, 0x53, 0, 0, 0xa};
+    static const uint8_t mac_b[6] = {2, 0x50, 0x53, 0, 0, 0xb};
+    memcpy(pad, mac_b, 6);
+    memcpy(pad + 6, mac_a, 6);
+    pad[12] = 0x88;
+    pad[13] = 0xb6;
+    make_frame(pad + 14, 36, MCP_FT_DATA, 40);
+    mcp_put_le16(pad + 14, MCP_WIRE_MAGIC); /* a firmware frame of 4 payload bytes */
+    mcp_put_le16(pad + 14 + 20, 4);
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_ifindex = (int)if_nametoindex("pspa")};
+    CHECK(sendto(ps, pad, sizeof pad, 0, (struct sockaddr *)&ll, sizeof ll) == sizeof pad,
+          "sendto: %s", strerror(errno));
+    close(ps);
+    int got = 0;
+    double end = now_s() + 1.0;
+    while (got == 0 && now_s() < end)
+        got = lanai_rx(b, r->bufs, 65536, r->lens, 16);
+    CHECK_EQ_I64(got, 1);
+    CHECK_EQ_U64(r->lens[0], 36);
+    CHECK(memcmp(r->mem[0], pad + 14, 36) == 0, "the padded frame's bytes");
+    udp_pair_close(&u);
+
+    /* Node 1 without a ring never says hello: a, which has one, sends it datagrams only. */
+    setenv("PSP_UDP_RING", "0", 1);
+    struct mcp_link_params p = {0};
+    p.node = 1;
+    p.nodes = &u.nodes;
+    p.fd = -1;
+    p.ring_fd = -1;
+    b = mcp_link_open("udp", &p, err, sizeof err);
+    unsetenv("PSP_UDP_RING");
+    REQUIRE(b != NULL, "open: %s", err);
+    p.node = 0;
+    a = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(a != NULL, "open: %s", err);
+    CHECK_EQ_I64(mcp_link_ring_fd(b), -1);
+    for (uint32_t k = 0; k < 4; k++) {
+        eth_exchange(a, 1, b, r, small, 3, 6 * k);
+        eth_exchange(b, 0, a, r, small, 3, 6 * k + 3);
+    }
+    mcp_link_stats(a, &sa);
+    mcp_link_stats(b, &sb);
+    CHECK_EQ_U64(sa.tx_eth, 0);
+    CHECK_EQ_U64(sb.tx_hello, 0);
+    CHECK(sa.tx_hello >= 2, "a says hello (at open, to b's datagrams): %" PRIu64, sa.tx_hello);
+    lanai_close(a);
+    lanai_close(b);
+
+    /* PSP_UDP_ETH=0 on node 0: it sends no hello and no Ethernet frame. */
+    setenv("PSP_UDP_ETH", "0", 1);
+    p.node = 0;
+    a = mcp_link_open("udp", &p, err, sizeof err);
+    unsetenv("PSP_UDP_ETH");
+    REQUIRE(a != NULL, "open: %s", err);
+    p.node = 1;
+    b = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(b != NULL, "open: %s", err);
+    for (uint32_t k = 0; k < 2; k++) {
+        eth_exchange(a, 1, b, r, small, 3, 6 * k);
+        eth_exchange(b, 0, a, r, small, 3, 6 * k + 3);
+    }
+    mcp_link_stats(a, &sa);
+    mcp_link_stats(b, &sb);
+    CHECK_EQ_U64(sa.tx_eth + sa.tx_hello, 0);
+    /* b's hellos (at open, to a's datagrams) reach a; nothing tells b that a reads them */
+    CHECK(sa.rx_hello >= 2, "a read %" PRIu64 " hellos", sa.rx_hello);
+    CHECK_EQ_U64(sb.tx_eth, 0);
+    lanai_close(a);
+    lanai_close(b);
+
+    /* Without MACs in the nodes file: datagrams only, no hello. */
+    REQUIRE(udp_eth_pair_open(&u, 0, err, sizeof err) == 0, "open: %s", err);
+    eth_exchange(u.l[0], 1, u.l[1], r, small, 3, 0);
+    eth_exchange(u.l[1], 0, u.l[0], r, small, 3, 3);
+    mcp_link_stats(u.l[0], &sa);
+    mcp_link_stats(u.l[1], &sb);
+    CHECK_EQ_U64(sa.tx_eth + sa.tx_hello + sb.tx_eth + sb.tx_hello, 0);
+    udp_pair_close(&u);
+    free(r);
+}
+
 /* Run body in a private network namespace after setup (shell commands) succeeded; skipped
  * (with why) when that cannot be. */
 static void in_private_netns(const char *setup, void (*body)(void))
@@ -2230,6 +2413,16 @@ TEST(eth_veth_in_private_netns)
 TEST(udp_ring_in_private_netns)
 {
     in_private_netns("ip link set lo up", udp_ring_checks);
+}
+
+TEST(udp_eth_frames_in_private_netns)
+{
+    in_private_netns("ip link add pspa address " MAC_A " type veth peer name pspb address " MAC_B
+                     " >/dev/null 2>&1 && ip addr add " ETH_IP_A
+                     "/24 dev pspa && ip addr add " ETH_IP_B
+                     "/24 dev pspb && ip link set pspa up && ip link set pspb up && "
+                     "ip link set lo up",
+                     udp_eth_checks);
 }
 
 TEST_MAIN()
