@@ -58,6 +58,7 @@ typedef uint64_t psk_u64;
 /* INFO flags */
 #define PSK_INFO_HOST_POLL 0x1u /* clients may run mcp_poll() themselves */
 #define PSK_INFO_RX_RING   0x2u /* the link reads arrivals from a receive ring in memory */
+#define PSK_INFO_UDP_ETH   0x4u /* the udp link sends frames under the MTU as Ethernet frames */
 
 /* PSK_IOC_INFO: what the NIC is. */
 struct psk_info {

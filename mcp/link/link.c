@@ -56,6 +56,11 @@ int mcp_link_has_ring(struct lanai_link *link)
     return mcp_link_udp_ring_fd(link) >= 0;
 }
 
+int mcp_link_udp_eth(struct lanai_link *link)
+{
+    return is_sock_link(link) && strcmp(link->kind, "udp") == 0 && mcp_link_udp_eth_on(link);
+}
+
 int mcp_link_stats(struct lanai_link *link, struct mcp_link_stats *s)
 {
     if (!is_sock_link(link) || !s)

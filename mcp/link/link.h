@@ -57,6 +57,11 @@ int mcp_link_udp_ring_fd(struct lanai_link *link); /* the same, for a udp link o
 int mcp_link_has_ring(struct lanai_link *link);
 int mcp_link_eth_has_ring(struct lanai_link *link); /* the same, for an eth link only */
 
+/* 1 when a udp link sends frames that fit one datagram to nodes on the same Ethernet as
+ * Ethernet frames (PSP_UDP_ETH, udp_eth.h: once each such node is heard to read them). */
+int mcp_link_udp_eth(struct lanai_link *link);
+int mcp_link_udp_eth_on(struct lanai_link *link); /* the same, for a udp link only */
+
 /* Counters of a udp or eth link (the sim link has mcp_sim_net_stats()). */
 struct mcp_link_stats {
     uint64_t tx_frames, tx_bytes; /* handed to the kernel */

@@ -765,6 +765,11 @@ static int udp_pending(struct lanai_link *l)
     return ++u->sock_looks >= UDP_SOCK_LOOKS;
 }
 
+int mcp_link_udp_eth_on(struct lanai_link *l)
+{
+    return ((struct udp_link *)l)->eth.on;
+}
+
 int mcp_link_udp_ring_fd(struct lanai_link *l)
 {
     return ((struct udp_link *)l)->ring.fd;

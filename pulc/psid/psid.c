@@ -570,7 +570,8 @@ static void fill_info(struct psk_info *in)
     in->abi_version = PSK_ABI_VERSION;
     in->mcp_abi_version = MCP_ABI_VERSION;
     in->provider = PSK_PROVIDER_PSID;
-    in->flags = PSK_INFO_HOST_POLL | (mcp_link_has_ring(S.link) ? PSK_INFO_RX_RING : 0u);
+    in->flags = PSK_INFO_HOST_POLL | (mcp_link_has_ring(S.link) ? PSK_INFO_RX_RING : 0u) |
+                (mcp_link_udp_eth(S.link) ? PSK_INFO_UDP_ETH : 0u);
     in->image_size = S.img_size;
     in->area_size = S.area->size;
     in->node_id = S.node;
@@ -1018,9 +1019,10 @@ int main(int argc, char **argv)
     int rc = pthread_create(&nt, NULL, nic_thread, NULL);
     if (rc)
         psp_die("cannot start the NIC thread: %s", strerror(rc));
-    PSP_INFO("node %u ready: %s link%s, %u contexts, %u-byte slots, window %u, %u send slots "
+    PSP_INFO("node %u ready: %s link%s%s, %u contexts, %u-byte slots, window %u, %u send slots "
              "per context, %u receive slots, socket %s, pid %ld",
              S.node, S.link_kind, mcp_link_has_ring(S.link) ? " (read from a receive ring)" : "",
+             mcp_link_udp_eth(S.link) ? " (small frames as Ethernet frames)" : "",
              S.img->cfg.contexts, mcp_max_payload(S.img), S.img->cfg.window, S.img->cfg.send_slots,
              S.img->cfg.recv_slots, S.sock_path, (long)getpid());
 

@@ -190,8 +190,9 @@ int main(int argc, char **argv)
             printf("provider       psid (socket %s, ABI %u, firmware ABI %u)\n", path,
                    in.abi_version, in.mcp_abi_version);
         printf("node           %u of at most %u\n", in.node_id, in.max_nodes);
-        printf("link           %s%s\n", link,
-               in.flags & PSK_INFO_RX_RING ? ", arrivals read from a receive ring" : "");
+        printf("link           %s%s%s\n", link,
+               in.flags & PSK_INFO_RX_RING ? ", arrivals read from a receive ring" : "",
+               in.flags & PSK_INFO_UDP_ETH ? ", frames under the MTU as Ethernet frames" : "");
         printf("slot size      %u bytes\n", in.slot_size);
         printf("window         %u frames to a peer; slots %u send per context, %u receive, %u "
                "host queue\n",
