@@ -34,7 +34,6 @@ static void usage(FILE *f)
                "psid's socket: PSP_PSID_SOCKET (see psinfo -c).\n");
 }
 
-/* One request to psid; the reply payload (malloc'd, NUL-terminated) or exit. */
 /* psid's reply to op, NUL-terminated, in a buffer as large as it needs (the task list of a
  * node with thousands of tasks is larger than 64 KiB); *len its length. */
 static char *call(uint32_t op, uint32_t *len)
