@@ -84,6 +84,17 @@ void mcp_nic_init(struct mcp_nic *nic, struct mcp_image *img, struct lanai_link 
 int mcp_poll(struct mcp_nic *nic, uint64_t now_ns);
 
 /*
+ * The host that hosts the NIC learned (from its daemon) that node restarted: drop the
+ * connection to it, as a reset from it would (counted in peer_resets): what was in flight or
+ * queued for the old incarnation fails back with -ECONNRESET, and the next frame to the node
+ * opens a new connection.  Why: without it the first frame sent after the restart went on the
+ * old connection, the new incarnation answered with a reset, and that frame failed with the
+ * rest (the first MPI job over the restarted node hung).  Same locking as mcp_poll().
+ * Returns 1 if a connection was dropped, 0 if there was none, -EINVAL for a bad node.
+ */
+int mcp_peer_restarted(struct mcp_nic *nic, uint16_t node, uint64_t now_ns);
+
+/*
  * The sending half of a pass (the doorbell of a host that just posted): take posted sends,
  * run the peers (timers, window), hand what goes out to the link; no receiving.  Same
  * locking as mcp_poll().  Returns the number of things done.

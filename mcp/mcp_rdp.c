@@ -981,6 +981,20 @@ int mcp_poll_send(struct mcp_nic *nic, uint64_t now_ns)
     return p.work;
 }
 
+int mcp_peer_restarted(struct mcp_nic *nic, uint16_t node, uint64_t now_ns)
+{
+    struct mcp_image *img = nic->img;
+    if (node >= img->cfg.max_nodes || node == img->cfg.node_id)
+        return -EINVAL;
+    struct mcp_conn *c = mcp_conn(img, node);
+    if (c->state == MCP_CONN_CLOSED)
+        return 0;
+    struct pass p = {.nic = nic, .img = img, .cnt = &img->counters, .now = now_ns};
+    p.cnt->peer_resets++;
+    conn_reset(&p, c, -ECONNRESET);
+    return 1;
+}
+
 int mcp_poll(struct mcp_nic *nic, uint64_t now_ns)
 {
     struct mcp_image *img = nic->img;

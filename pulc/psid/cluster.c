@@ -270,6 +270,8 @@ static void node_dead(uint16_t n, const char *why)
 static void on_alive(uint16_t src, const struct psid_m_alive *a)
 {
     struct nodestate *s = &C.n[src];
+    if (s->boot_id && s->boot_id != a->boot_id)
+        psid_nic_peer_restarted(src); /* up or down since: frames to it must not fail */
     if (s->up && s->boot_id != a->boot_id)
         node_dead(src, "it restarted (new boot id)");
     if (!s->up) {

@@ -369,6 +369,21 @@ static void daemonize(void)
         PSP_WARN("cannot change to /: %s", strerror(errno));
 }
 
+void psid_nic_peer_restarted(uint16_t node)
+{
+    if (pulc_nic_lock(S.area, S.img) != 0) {
+        PSP_ERROR("the NIC lock is not recoverable: the connection to node %u stays",
+                  (unsigned)node);
+        return;
+    }
+    int rc = mcp_peer_restarted(&S.nic, node, mcp_now_ns());
+    pulc_nic_unlock(S.area);
+    if (rc > 0)
+        PSP_INFO("node %u restarted: the NIC's connection to it is dropped (what was sent to "
+                 "its old incarnation fails back)",
+                 (unsigned)node);
+}
+
 /* ---- the NIC thread ---- */
 
 /* Whether the NIC thread must run now rather than nap `kind` (PULC_NAP_*): a client sleeps

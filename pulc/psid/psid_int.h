@@ -92,6 +92,11 @@ int psid_user_allowed(uid_t uid, char *msg, size_t n);
 int psid_client_queue(struct client *c, uint32_t op, int32_t status, const void *a, uint32_t alen,
                       const void *b, uint32_t blen);
 
+/* Node restarted (its psid came back with a new boot id): the NIC this psid hosts drops its
+ * connection to it (mcp_peer_restarted), so that the first frames to the new incarnation
+ * open a new one rather than fail on the old. */
+void psid_nic_peer_restarted(uint16_t node);
+
 /* ---- cluster.c ---- */
 
 /* Read the cluster settings and open the daemon link. Exits with a message on failure. */

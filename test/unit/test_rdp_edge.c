@@ -1,7 +1,8 @@
 /*
  * test_rdp_edge.c — the firmware at the edges of its protocol:
  *   (a) 8-bit sequence numbers wrapping many times under reordering and duplication;
- *   (b) a peer restarting mid-stream while frames of its old incarnation are still in flight;
+ *   (b) a peer restarting mid-stream while frames of its old incarnation are still in flight,
+ *       and one the host learns of (mcp_peer_restarted) before it sends again;
  *   (c) a peer that stays dead: pending sends fail with -ETIMEDOUT after peer_timeout;
  *   (d) a receiver whose host stops draining: NOBUF NACKs, back-off, then everything arrives;
  *   (e) bad host input: invalid destination, itself, too long;
@@ -164,6 +165,44 @@ TEST(peer_restart_mid_stream)
     CHECK_EQ_U64(ba->peer_cid, ab->local_cid);
     CHECK((ba->local_cid >> 8) >= 3, "new B's cid 0x%08x does not carry the restart time",
           ba->local_cid);
+out:
+    cluster_fini(&cl);
+}
+
+/* The host learns of the restart first (psid: a new boot id) and drops the connection
+ * (mcp_peer_restarted): the messages it sends afterwards open a new connection and all arrive,
+ * where the first of them used to go on the old one, draw an RST and fail with -ECONNRESET. */
+TEST(host_told_of_peer_restart_sends_on_a_new_connection)
+{
+    struct cluster cl;
+    struct mcp_config c = edge_cfg();
+    if (!cluster_init(&cl, 2, &c, NULL, 1000, 200))
+        goto out;
+    cluster_target(&cl, 0, 1, 100);
+    CHECK(cluster_run(&cl, 100000), "the first 100 messages");
+    uint32_t old_cid = mcp_conn(cl.node[0].img, 1)->local_cid;
+    CHECK(old_cid != 0, "A has a connection to B");
+
+    cluster_restart(&cl, 1, 0xb0b);
+    CHECK_EQ_I64(mcp_peer_restarted(&cl.node[0].nic, 1, cl.t), 1);
+    CHECK_EQ_I64(mcp_peer_restarted(&cl.node[0].nic, 1, cl.t), 0);       /* nothing left to drop */
+    CHECK_EQ_I64(mcp_peer_restarted(&cl.node[1].nic, 0, cl.t), 0);       /* the new B has none */
+    CHECK_EQ_I64(mcp_peer_restarted(&cl.node[0].nic, 0, cl.t), -EINVAL); /* itself */
+    CHECK_EQ_I64(mcp_peer_restarted(&cl.node[0].nic, (uint16_t)c.max_nodes, cl.t), -EINVAL);
+    CHECK_EQ_U64(cl.node[0].img->counters.peer_resets, 1);
+
+    cluster_target(&cl, 0, 1, 200); /* messages 100..199 to the new incarnation */
+    CHECK(cluster_run(&cl, 100000), "the next 100 messages (%llu delivered)",
+          (unsigned long long)cl.delivered);
+    CHECK(cl.bad == 0, "%llu wrong deliveries, first: %s", (unsigned long long)cl.bad, cl.why);
+    CHECK_EQ_U64(cl.errq[0] + cl.errq[1] + cl.errq[2] + cl.errq[3], 0);
+    CHECK_EQ_U64(cl.node[0].img->counters.send_errors, 0);
+    CHECK_EQ_U64(cl.node[1].img->counters.stale, 0); /* nothing came on the old connection */
+    CHECK_EQ_I64(cl.last[1][0], 199);
+    struct mcp_conn *ab = mcp_conn(cl.node[0].img, 1), *ba = mcp_conn(cl.node[1].img, 0);
+    CHECK(ab->local_cid != old_cid, "A opened a new connection");
+    CHECK_EQ_U64(ab->peer_cid, ba->local_cid);
+    CHECK_EQ_U64(ba->peer_cid, ab->local_cid);
 out:
     cluster_fini(&cl);
 }
