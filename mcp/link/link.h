@@ -92,10 +92,12 @@ struct mcp_link_stats {
                             offered buffers for */
     /* udp: frames under the MTU to nodes on the same Ethernet as link frames (PSP_UDP_ETH,
      * udp_eth.h) */
-    uint64_t tx_eth;   /* frames sent as link frames */
-    uint64_t rx_eth;   /* link frames read (a packed one counts once) */
-    uint64_t tx_hello; /* hellos sent: this link reads link frames */
-    uint64_t rx_hello; /* hellos read */
+    uint64_t tx_eth;        /* frames sent as link frames */
+    uint64_t rx_eth;        /* link frames read (a packed one counts once) */
+    uint64_t tx_hello;      /* hellos sent: this link reads link frames */
+    uint64_t rx_hello;      /* hellos read */
+    uint64_t eth_forgotten; /* peers sent datagrams again: they sent UDP_ETH_FORGET datagrams
+                               under the MTU in a row (restarted without a ring) */
 };
 
 /* Copy the counters of a udp or eth link into s. 0, or -EINVAL for another kind of link. */

@@ -105,6 +105,7 @@ struct udp_link {
     struct udp_ring ring;    /* ring.fd < 0: datagrams are read from the UDP socket */
     struct udp_eth eth;      /* small frames as link frames through ring.fd (udp_eth.h) */
     unsigned sock_looks;     /* with a ring: empty looks since the UDP socket was read */
+    unsigned last_from;      /* node + 1 of the sender udp_node_of found last, 0: none */
     uint64_t *fcs;           /* during udp_rx_fcs: where each filled frame's FCS goes */
 };
 
@@ -254,13 +255,21 @@ static int udp_refused(struct mcp_sock_link *s, struct mcp_sock_txent *e, int er
     return 1;
 }
 
-/* Node id of a datagram's sender, or -1 if it is not in the nodes table. */
-static int udp_node_of(const struct udp_link *u, const struct sockaddr_in *from)
+/* Node id of a datagram's sender, or -1 if it is not in the nodes table.  The last one found
+ * is looked at first: datagrams come in runs from one sender, and with link frames on every
+ * datagram under the MTU is looked up (heard_udp). */
+static int udp_node_of(struct udp_link *u, const struct sockaddr_in *from)
 {
+    unsigned c = u->last_from;
+    if (c && u->addr[c - 1].sin_addr.s_addr == from->sin_addr.s_addr &&
+        u->addr[c - 1].sin_port == from->sin_port)
+        return (int)c - 1;
     for (unsigned i = 0; i < u->s.l.max_nodes; i++)
         if (u->present[i] && u->addr[i].sin_addr.s_addr == from->sin_addr.s_addr &&
-            u->addr[i].sin_port == from->sin_port)
+            u->addr[i].sin_port == from->sin_port) {
+            u->last_from = i + 1;
             return (int)i;
+        }
     return -1;
 }
 
@@ -666,8 +675,11 @@ static int rx_direct(struct udp_link *u, void *const *bufs, uint32_t cap, uint32
 static int heard_eth(struct udp_link *u, const uint8_t *mac, const uint8_t *p, uint32_t len)
 {
     int node = udp_eth_node_of(&u->eth, mac);
-    if (node >= 0)
+    if (node >= 0) {
+        u->eth.oks += !u->eth.ok[node];
         u->eth.ok[node] = 1;
+        u->eth.udp_run[node] = 0;
+    }
     if (udp_eth_is_hello(p, len)) {
         u->s.st.rx_hello++;
         return 0;
@@ -677,14 +689,33 @@ static int heard_eth(struct udp_link *u, const uint8_t *mac, const uint8_t *p, u
     return 1;
 }
 
-/* A datagram (a sampled one) came from a node that may not know this link reads link frames:
- * tell it, unless link frames came from it already. */
-static void heard_udp(struct udp_link *u, const struct sockaddr_in *from)
+/*
+ * A datagram of len bytes came from `from`.  A node sending datagrams may not know this link
+ * reads link frames: one in UDP_ETH_SAMPLE is looked at, and its node told (a hello) unless
+ * link frames came from it.  A node sent link frames may have stopped reading them (restarted
+ * without a ring): it sends datagrams under the MTU then, where it would send link frames,
+ * and after UDP_ETH_FORGET in a row it is sent datagrams again, and a hello (udp_eth.h).
+ */
+static void heard_udp(struct udp_link *u, const struct sockaddr_in *from, uint32_t len)
 {
-    u->eth.sample = 0;
+    int sampled = ++u->eth.sample >= UDP_ETH_SAMPLE;
+    if (!sampled && (len > u->seg || !u->eth.oks))
+        return;
+    if (sampled)
+        u->eth.sample = 0;
     int node = udp_node_of(u, from);
-    if (node >= 0 && u->eth.known[node] && !u->eth.ok[node] &&
-        udp_eth_hello(&u->eth, u->ring.fd, (uint16_t)node) == 0)
+    if (node < 0 || !u->eth.known[node])
+        return;
+    if (u->eth.ok[node]) {
+        if (len > u->seg || ++u->eth.udp_run[node] < UDP_ETH_FORGET)
+            return;
+        u->eth.ok[node] = 0;
+        u->eth.oks--;
+        u->s.st.eth_forgotten++;
+    } else if (!sampled) {
+        return;
+    }
+    if (udp_eth_hello(&u->eth, u->ring.fd, (uint16_t)node) == 0)
         u->s.st.tx_hello++;
 }
 
@@ -711,8 +742,8 @@ static int rx_ring(struct udp_link *u, void *const *bufs, uint32_t cap, uint32_t
                 take_datagram(u, p, len, gso, &from, bufs, cap, lens, n, &filled);
         } else if (r > 0) {
             u->s.st.rx_bytes += len;
-            if (u->eth.on && ++u->eth.sample >= UDP_ETH_SAMPLE)
-                heard_udp(u, &from);
+            if (u->eth.on)
+                heard_udp(u, &from, len);
             take_datagram(u, p, len, gso, &from, bufs, cap, lens, n, &filled);
         } else {
             u->s.st.rx_truncated++; /* not a whole datagram: nothing to hand up */

@@ -76,9 +76,10 @@ int udp_eth_setup(struct udp_eth *e, const struct psp_nodes *nodes, uint16_t me)
     e->nodes = nodes->count;
     e->known = calloc(nodes->count, 1);
     e->ok = calloc(nodes->count, 1);
+    e->udp_run = calloc(nodes->count, 1);
     e->hdr = calloc(nodes->count, sizeof *e->hdr);
     e->hash = calloc(slots, sizeof *e->hash);
-    if (!e->known || !e->ok || !e->hdr || !e->hash) {
+    if (!e->known || !e->ok || !e->udp_run || !e->hdr || !e->hash) {
         udp_eth_free(e);
         return -ENOMEM;
     }
@@ -111,12 +112,14 @@ void udp_eth_free(struct udp_eth *e)
 {
     free(e->known);
     free(e->ok);
+    free(e->udp_run);
     free(e->hdr);
     free(e->hash);
-    e->known = e->ok = NULL;
+    e->known = e->ok = e->udp_run = NULL;
     e->hdr = NULL;
     e->hash = NULL;
     e->on = 0;
+    e->oks = 0;
 }
 
 int udp_eth_node_of(const struct udp_eth *e, const uint8_t mac[6])

@@ -15,7 +15,11 @@
  * link is opened (not when adopted) and to a node whose datagrams it reads while it has not
  * heard link frames from it; any link frame from a peer's MAC tells that the peer has a ring.
  * A peer without one (no CAP_NET_RAW, PSP_UDP_RING=0) never sends one and keeps getting
- * datagrams.  What a link learned is its process's own.
+ * datagrams.  A peer that stops reading them (restarted without a ring) is known by its
+ * datagrams: after UDP_ETH_FORGET in a row that it would have sent as link frames, and no link
+ * frame from it between, the link sends it datagrams again, and a hello (a peer that reads
+ * link frames but had not heard of this one learns it so).  What a link learned is its
+ * process's own.
  *
  * Both kinds arrive through the one ring, in the order the wire brought them.
  */
@@ -38,6 +42,7 @@
 #define UDP_ETH_MIN       60u /* shortest frame on the wire (without FCS): padded to it */
 #define UDP_ETH_HELLO_LEN 8u
 #define UDP_ETH_SAMPLE    64u /* with link frames on: every n-th datagram read is looked at */
+#define UDP_ETH_FORGET    8u  /* datagrams under the MTU in a row: a peer is sent datagrams */
 
 struct udp_eth {
     int on;                        /* link frames may be sent: ring, interface, setting */
@@ -45,6 +50,9 @@ struct udp_eth {
     uint8_t mac[6];                /* this node's interface */
     uint8_t *known;                /* per node: reachable by MAC (not this interface or address) */
     uint8_t *ok;                   /* per node: link frames came from it (it reads them) */
+    uint8_t *udp_run;              /* per node with ok: datagrams under the MTU since its last
+                                      link frame */
+    unsigned oks;                  /* nodes with ok */
     uint8_t (*hdr)[UDP_ETH_TXHDR]; /* per node: what goes before frames to it (vnet, Ethernet) */
     uint16_t *hash;                /* MAC -> node + 1, open addressing; 0: empty */
     uint32_t hash_mask;

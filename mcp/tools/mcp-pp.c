@@ -933,7 +933,7 @@ static void fw_open(struct fw *f, struct setup *s, const struct opts *o)
 }
 
 /* The counters of this NIC, then the link's, as one array (names from counter_label()). */
-#define LINK_STATS 12
+#define LINK_STATS 13
 static unsigned all_counter_count(void)
 {
     return mcp_counter_count() + LINK_STATS;
@@ -945,7 +945,8 @@ static const char *counter_label(unsigned i, const char **help)
         "link.tx_frames",     "link.rx_frames",        "link.tx_dropped_full",
         "link.fault_dropped", "link.fault_duplicated", "link.fault_corrupted",
         "link.tx_errors",     "link.rx_errors",        "link.tx_eth",
-        "link.rx_eth",        "link.tx_hello",         "link.rx_hello"};
+        "link.rx_eth",        "link.tx_hello",         "link.rx_hello",
+        "link.eth_forgotten"};
     static const char *const helps[LINK_STATS] = {"frames handed to the kernel",
                                                   "frames handed to the firmware",
                                                   "frames dropped at flush: socket buffer full",
@@ -957,7 +958,8 @@ static const char *counter_label(unsigned i, const char **help)
                                                   "udp: frames sent as Ethernet frames",
                                                   "udp: Ethernet frames read",
                                                   "udp: hellos sent (this link reads Ethernet)",
-                                                  "udp: hellos read"};
+                                                  "udp: hellos read",
+                                                  "udp: peers sent datagrams again (no ring)"};
     unsigned n = mcp_counter_count();
     if (i < n) {
         *help = mcp_counter_help(i);
@@ -987,6 +989,7 @@ static void read_counters(struct fw *f, uint64_t *v)
     v[n + 9] = ls.rx_eth;
     v[n + 10] = ls.tx_hello;
     v[n + 11] = ls.rx_hello;
+    v[n + 12] = ls.eth_forgotten;
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -19,6 +19,7 @@
 #include "mcp_wire.h"
 #include "crc32c.h"
 #include "pkt_ring.h"
+#include "udp_eth.h"
 #include "udp_seg.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -2336,6 +2337,46 @@ static void udp_eth_checks(void)
     CHECK_EQ_U64(sa.tx_eth, 0);
     CHECK_EQ_U64(sb.tx_hello, 0);
     CHECK(sa.tx_hello >= 2, "a says hello (at open, to b's datagrams): %" PRIu64, sa.tx_hello);
+    lanai_close(a);
+    lanai_close(b);
+
+    /* Node 1 restarts without a ring: a, which had heard it read Ethernet frames, goes on
+     * sending it them until UDP_ETH_FORGET of its datagrams in a row (frames a node reading
+     * Ethernet frames would have sent as such) say otherwise; then datagrams, and a hello. */
+    p.node = 0;
+    a = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(a != NULL, "open: %s", err);
+    p.node = 1;
+    b = mcp_link_open("udp", &p, err, sizeof err);
+    REQUIRE(b != NULL, "open: %s", err);
+    eth_exchange(a, 1, b, r, small, 3, 0);
+    eth_exchange(b, 0, a, r, small, 3, 3);
+    eth_exchange(a, 1, b, r, small, 3, 6);
+    eth_exchange(b, 0, a, r, small, 3, 9); /* b, having read a's, sends Ethernet frames too */
+    mcp_link_stats(a, &sa);
+    mcp_link_stats(b, &sb);
+    CHECK_EQ_U64(sa.tx_eth, 3);
+    CHECK_EQ_U64(sb.tx_eth, 3);
+    lanai_close(b);
+    setenv("PSP_UDP_RING", "0", 1);
+    b = mcp_link_open("udp", &p, err, sizeof err);
+    unsetenv("PSP_UDP_RING");
+    REQUIRE(b != NULL, "open: %s", err);
+    static const uint32_t one[] = {100};
+    for (uint32_t k = 0; k + 1 < UDP_ETH_FORGET; k++)
+        eth_exchange(b, 0, a, r, one, 1, k); /* a flush each: a datagram each */
+    mcp_link_stats(a, &sa);
+    CHECK_EQ_U64(sa.eth_forgotten, 0);
+    uint64_t hellos = sa.tx_hello;
+    eth_exchange(b, 0, a, r, one, 1, UDP_ETH_FORGET);
+    mcp_link_stats(a, &sa);
+    CHECK_EQ_U64(sa.eth_forgotten, 1);
+    CHECK_EQ_U64(sa.tx_hello, hellos + 1);
+    tx_eth = sa.tx_eth;
+    eth_exchange(a, 1, b, r, small, 3, 20); /* b reads them: datagrams */
+    eth_exchange(a, 1, b, r, mixed, 7, 23);
+    mcp_link_stats(a, &sa);
+    CHECK_EQ_U64(sa.tx_eth, tx_eth);
     lanai_close(a);
     lanai_close(b);
 
