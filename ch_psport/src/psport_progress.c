@@ -11,6 +11,7 @@
 #include "mpidi_ch3_impl.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "settings.h"
@@ -38,6 +39,30 @@ static void phases(uint64_t *spin, uint64_t *yield)
     *yield = y;
 }
 
+/*
+ * A send PULC completed when it posted it (eager data) that the NIC could not deliver after
+ * all shows as an error on our port (the peer's node died, or restarted under the job): MPI
+ * cannot go on without the message, so it is an MPI error, naming a rank on that node, where
+ * the job used to wait forever.  Looked at every 64th pass and before sleeping.
+ */
+static int lost_sends(void)
+{
+    PSP_PortId about = 0;
+    int err = PSP_GetPortError(MPIDI_CH3I_port, &about);
+    if (!err)
+        return MPI_SUCCESS;
+    int rank = -1;
+    MPIDI_PG_t *pg = MPIDI_Process.my_pg;
+    for (int i = 0; pg && i < pg->size && rank < 0; i++)
+        if (pg->vct[i].ch.port && PSP_PORTID_NODE(pg->vct[i].ch.port) == PSP_PORTID_NODE(about))
+            rank = i;
+    char why[160];
+    snprintf(why, sizeof why, "%s (node %u): a message already handed to the NIC was lost",
+             PSP_StrError(err), (unsigned)PSP_PORTID_NODE(about));
+    return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
+                                "**psport_send", "**psport_send %d %s", rank, why);
+}
+
 /* One pass over everything; *made set when anything happened for CH3, *moved when PULC
  * moved this process's traffic (PSP_Progress: sends posted, frames in, rawdata copied).  MPI
  * error code. */
@@ -52,6 +77,9 @@ static int pass(int *made, int *moved)
         MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
                              PSP_StrError(rc));
     *moved |= rc;
+    static unsigned passes;
+    if ((++passes & 63) == 0 && (mpi_errno = lost_sends()) != MPI_SUCCESS)
+        goto fn_fail;
     mpi_errno = MPIDI_CH3I_Send_progress(made);
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_CH3I_Recv_progress(made);
@@ -109,6 +137,8 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
         } else if (waited >= spin + yield && MPIDI_CH3I_port) {
             /* Asleep until something arrives for our port (PULC spins and yields briefly
              * first); a bounded sleep, so hooks and sends run now and then. */
+            mpi_errno = lost_sends();
+            MPIR_ERR_CHECK(mpi_errno);
             int rc = PSP_WaitPort(MPIDI_CH3I_port, 100);
             if (rc < 0 && rc != -ETIMEDOUT)
                 MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
