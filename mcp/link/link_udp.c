@@ -386,13 +386,14 @@ static uint32_t whole_run(const uint8_t *p, uint32_t avail, uint32_t gso,
 
 /*
  * Copy the frame (len <= cap bytes) made of the segments at p into out, as frame i of this
- * rx(): during rx_fcs with its FCS taken in the copy, chunk by chunk.
+ * rx(): during rx_fcs with its FCS taken in the copy, chunk by chunk, unless the frame is cut
+ * short (cut: len is the buffer's size, not the frame's; the firmware drops it unread).
  */
 static void gather_run(struct udp_link *u, int i, uint8_t *out, const uint8_t *p, uint32_t len,
-                       uint32_t gso)
+                       uint32_t gso, int cut)
 {
     uint32_t chunk = gso - UDP_SEG_HDR, crc = 0;
-    int fcs = u->fcs && len >= LANAI_FCS_SKIP && chunk >= LANAI_FCS_SKIP;
+    int fcs = u->fcs && !cut && len >= LANAI_FCS_SKIP && chunk >= LANAI_FCS_SKIP;
     for (uint32_t off = 0; off < len; off += chunk) {
         uint32_t n = len - off < chunk ? len - off : chunk, skip = 0;
         const uint8_t *src = p + UDP_SEG_HDR;
@@ -437,10 +438,9 @@ static void take_datagram(struct udp_link *u, const uint8_t *p, uint32_t len, ui
         if (flen) { /* the common case: the whole frame in this read */
             if (*filled < n) {
                 if (flen > cap) { /* truncated: the firmware counts it malformed */
-                    gather_run(u, *filled, bufs[*filled], piece, cap, gso);
-                    no_fcs(u, *filled);
+                    gather_run(u, *filled, bufs[*filled], piece, cap, gso, 1);
                 } else {
-                    gather_run(u, *filled, bufs[*filled], piece, flen, gso);
+                    gather_run(u, *filled, bufs[*filled], piece, flen, gso, 0);
                 }
                 lens[*filled] = flen > cap ? cap + 1 : flen;
                 if (flen > cap)
