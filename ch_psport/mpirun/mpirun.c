@@ -425,11 +425,14 @@ static void pmi_close(struct job *j, int c)
 
 /* ---- the job ---- */
 
+/* Signal every rank still running, without waiting for the answers: a rank on a node that
+ * stopped responding held mpirun (and the other ranks' last output) until that node was
+ * declared dead.  The ranks' exits come as events. */
 static void kill_job(struct job *j, int sig)
 {
     for (int r = 0; r < j->np; r++)
         if (j->tids[r] && !j->done[r])
-            PSP_SpawnerSignal(j->sp, j->tids[r], sig);
+            PSP_SpawnerSignalPost(j->sp, j->tids[r], sig);
 }
 
 static char **rank_env(struct job *j, int r, const char *pmi_port, const char *kvs)

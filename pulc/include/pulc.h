@@ -462,6 +462,15 @@ uint64_t PSP_SpawnerStdinQueued(const PSP_Spawner_t *sp);
  */
 int PSP_SpawnerSignal(PSP_Spawner_t *sp, PSP_TaskId_t tid, int sig);
 
+/*
+ * Send signal sig to task tid without waiting for the outcome: 0 once psid has the request, or
+ * a negative errno (psid gone).  Why: the answer about a task on a node that stopped
+ * responding comes only when that node is declared dead, and a launcher killing a job must
+ * go on forwarding the other tasks' output and exits meanwhile.  The task's death shows as
+ * its EXIT event; the answer itself is dropped.
+ */
+int PSP_SpawnerSignalPost(PSP_Spawner_t *sp, PSP_TaskId_t tid, int sig);
+
 /* Ask for an EXIT event (flag PSP_EXIT_NOTIFY) when task tid dies: 0 or -ESRCH etc. */
 int PSP_SpawnerNotify(PSP_Spawner_t *sp, PSP_TaskId_t tid);
 

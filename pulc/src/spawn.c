@@ -390,6 +390,14 @@ int PSP_SpawnerSignal(PSP_Spawner_t *sp, PSP_TaskId_t tid, int sig)
     return task_req(sp, PSPC_OP_SIGNAL, tid, sig);
 }
 
+int PSP_SpawnerSignalPost(PSP_Spawner_t *sp, PSP_TaskId_t tid, int sig)
+{
+    /* the reply comes some time later: PSP_SpawnerEvent drops it as a stray, a wait for
+     * another reply keeps it until PSP_SpawnerClose */
+    struct pspc_task_req r = {sp->next_req++, tid, sig, 0};
+    return send_msg(sp->fd, PSPC_OP_SIGNAL, &r, sizeof r, NULL, 0);
+}
+
 int PSP_SpawnerNotify(PSP_Spawner_t *sp, PSP_TaskId_t tid)
 {
     return task_req(sp, PSPC_OP_NOTIFY, tid, 0);

@@ -132,7 +132,7 @@ static int run(const struct opts *o, char **argv, double *spawn_s, double *total
             fprintf(stderr, PROG ": timeout after %u s: killing the tasks\n", o->timeout_s);
             for (unsigned i = 0; i < o->np; i++)
                 if (!done[i])
-                    PSP_SpawnerSignal(sp, tids[i], SIGKILL);
+                    PSP_SpawnerSignalPost(sp, tids[i], SIGKILL); /* exits come as events */
             timed_out = 1;
             deadline = 0;
         }
