@@ -135,6 +135,13 @@ PSP_PortId PSP_GetPortId(const PSP_Port *port)
 int PSP_GetPortError(PSP_Port *port, PSP_PortId *about)
 {
     struct pulc_port *pt = pulc_port_at(proc.node.area, port->idx);
+    /* a look first: the exchange writes the port's line, which senders to this port read
+     * (sleepers) and MPI's progress asks every 64th pass */
+    if (!__atomic_load_n(&pt->error, __ATOMIC_ACQUIRE)) {
+        if (about)
+            *about = 0;
+        return 0;
+    }
     int e = __atomic_exchange_n(&pt->error, 0, __ATOMIC_ACQ_REL);
     if (about)
         *about = e ? pt->error_src : 0;
