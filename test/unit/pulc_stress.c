@@ -10,8 +10,9 @@
  *   pulc_stress sink PORT
  *       receive on PORT until the steady sender's stop message: the steady sender's messages
  *       (header id 0) must arrive in order and intact; victims' messages (id 1) must be intact
- *       or aborted (-ECONNRESET: their sender died).  Prints counts and the longest gap
- *       between two steady messages less the time the host stole from the VM meanwhile.
+ *       or aborted (-ECONNRESET: their sender died).  Prints counts, the longest gap between
+ *       two steady messages and the longest time without any message, each less the CPU time
+ *       the host stole from the VM meanwhile.
  *   pulc_stress steady NODE PORT SECONDS
  *       send messages of mixed sizes to NODE:PORT for SECONDS, then the stop message.
  *   pulc_stress victim NODE PORT
