@@ -132,13 +132,22 @@ static void enqueue(PSP_Spawner_t *sp, struct smsg *m)
     sp->qtail = m;
 }
 
-static int is_reply(const struct smsg *m, uint32_t op, uint64_t req)
+/* The request id a reply answers (its first 8 bytes), 0 when it carries none. */
+static uint64_t reply_req(const struct smsg *m)
 {
     uint64_t r = 0;
     if (m->h.len >= sizeof r)
         memcpy(&r, m->data, sizeof r);
-    return m->h.op == op && r == req;
+    return r;
 }
+
+static int is_reply(const struct smsg *m, uint32_t op, uint64_t req)
+{
+    return m->h.op == op && reply_req(m) == req;
+}
+
+/* Set in the id of a request nobody waits for (PSP_SpawnerSignalPost): its reply is dropped. */
+#define REQ_POSTED (1ull << 63)
 
 /*
  * Wait for the reply `op` to request req.  Replies come in the order psid gets them from the
@@ -163,6 +172,10 @@ static struct smsg *wait_reply(PSP_Spawner_t *sp, uint32_t op, uint64_t req, int
         }
         if (is_reply(m, op, req))
             return m;
+        if (reply_req(m) & REQ_POSTED) { /* nobody will ask for it */
+            free(m);
+            continue;
+        }
         m->next = sp->replies;
         sp->replies = m;
     }
@@ -368,14 +381,23 @@ int PSP_Spawn(PSP_Spawner_t *sp, const PSP_SpawnReq_t *req, PSP_TaskId_t *tid, c
     return e;
 }
 
+/* Send a SIGNAL or NOTIFY request (flags: 0 or REQ_POSTED): its id, or a negative errno. */
+static int64_t send_task_req(PSP_Spawner_t *sp, uint32_t op, PSP_TaskId_t tid, int sig,
+                             uint64_t flags)
+{
+    struct pspc_task_req r = {sp->next_req++ | flags, tid, sig, 0};
+    int rc = send_msg(sp->fd, op, &r, sizeof r, NULL, 0);
+    return rc ? rc : (int64_t)(r.req & ~REQ_POSTED);
+}
+
 /* SIGNAL or NOTIFY: one request, its reply. */
 static int task_req(PSP_Spawner_t *sp, uint32_t op, PSP_TaskId_t tid, int sig)
 {
-    struct pspc_task_req r = {sp->next_req++, tid, sig, 0};
-    int rc = send_msg(sp->fd, op, &r, sizeof r, NULL, 0);
-    if (rc)
-        return rc;
-    struct smsg *m = wait_reply(sp, PSPC_OP_DONE, r.req, &rc);
+    int64_t req = send_task_req(sp, op, tid, sig, 0);
+    if (req < 0)
+        return (int)req;
+    int rc;
+    struct smsg *m = wait_reply(sp, PSPC_OP_DONE, (uint64_t)req, &rc);
     if (!m)
         return rc;
     struct pspc_done d;
@@ -392,10 +414,9 @@ int PSP_SpawnerSignal(PSP_Spawner_t *sp, PSP_TaskId_t tid, int sig)
 
 int PSP_SpawnerSignalPost(PSP_Spawner_t *sp, PSP_TaskId_t tid, int sig)
 {
-    /* the reply comes some time later: PSP_SpawnerEvent drops it as a stray, a wait for
-     * another reply keeps it until PSP_SpawnerClose */
-    struct pspc_task_req r = {sp->next_req++, tid, sig, 0};
-    return send_msg(sp->fd, PSPC_OP_SIGNAL, &r, sizeof r, NULL, 0);
+    /* the reply comes some time later: PSP_SpawnerEvent and wait_reply drop it */
+    int64_t req = send_task_req(sp, PSPC_OP_SIGNAL, tid, sig, REQ_POSTED);
+    return req < 0 ? (int)req : 0;
 }
 
 int PSP_SpawnerNotify(PSP_Spawner_t *sp, PSP_TaskId_t tid)

@@ -3,7 +3,9 @@
  * reports stdin taken (PSPC_FEATURE_STDIN_TAKEN in PSPC_OP_SPAWNER's reply) has
  * PSP_SpawnerStdinQueued() count bytes in flight and its PSPC_OP_EV_STDIN reports lower it; an
  * older psid (an empty reply) never reports, so nothing counts as queued and a feeder is not
- * held back for ever.  The psid here is a thread speaking the socket protocol on a UNIX socket
+ * held back for ever.  Also a posted signal (PSP_SpawnerSignalPost): it does not wait for its
+ * answer, and that answer, coming during a later request's wait, is not taken for that
+ * request's.  The psid here is a thread speaking the socket protocol on a UNIX socket
  * of the test's own (the real psid is covered by test/integration/mpirun).
  */
 #include "harness.h"
@@ -28,6 +30,9 @@ struct fake_psid {
     int features_reply; /* 1: reply with struct pspc_spawner_ok, 0: empty, as older psids */
     uint64_t report;    /* stdin bytes to report taken once this many have arrived */
     uint64_t stdin_got; /* STDIN payload bytes read (set when the thread ends) */
+    /* SIGNAL requests: the first is answered only when the second came, just before it */
+    unsigned signals;
+    struct pspc_task_req sig_req[2];
     pthread_t thread;
 };
 
@@ -67,6 +72,15 @@ static void *fake_psid_run(void *arg)
         if (h.op == PSPC_OP_SPAWNER) {
             struct pspc_spawner_ok ok = {PSPC_FEATURE_STDIN_TAKEN, 0};
             send_all(fd, PSPC_OP_SPAWNER, &ok, f->features_reply ? sizeof ok : 0);
+        } else if (h.op == PSPC_OP_SIGNAL && h.len == sizeof(struct pspc_task_req)) {
+            if (f->signals < 2)
+                memcpy(&f->sig_req[f->signals], buf, sizeof f->sig_req[0]);
+            if (++f->signals == 2) {
+                struct pspc_done first = {f->sig_req[0].req, 0, 0};
+                struct pspc_done second = {f->sig_req[1].req, -ESRCH, 0};
+                send_all(fd, PSPC_OP_DONE, &first, sizeof first);
+                send_all(fd, PSPC_OP_DONE, &second, sizeof second);
+            }
         } else if (h.op == PSPC_OP_STDIN && h.len >= sizeof(struct pspc_stdin)) {
             f->stdin_got += h.len - sizeof(struct pspc_stdin);
             if (f->report && !reported && f->stdin_got >= f->report) {
@@ -151,6 +165,26 @@ TEST(older_psid_without_reports_holds_nothing_back)
     PSP_SpawnerClose(sp);
     fake_psid_stop(&f);
     CHECK_EQ_U64(f.stdin_got, 3u << 20);
+}
+
+TEST(posted_signal_waits_for_nothing_and_its_answer_is_not_taken_for_another)
+{
+    struct fake_psid f;
+    fake_psid_start(&f, 1, 0);
+    char err[256] = "";
+    PSP_Spawner_t *sp = PSP_SpawnerOpen(err, sizeof err);
+    REQUIRE(sp != NULL, "PSP_SpawnerOpen: %s", err);
+    /* the fake psid answers it only after the next request: a post that waited would hang */
+    CHECK_EQ_I64(PSP_SpawnerSignalPost(sp, TID, 9), 0);
+    /* its answer (0) comes first; this request's own (-ESRCH) must be the one returned */
+    CHECK_EQ_I64(PSP_SpawnerSignal(sp, TID, 15), -ESRCH);
+    PSP_SpawnerClose(sp);
+    fake_psid_stop(&f);
+    CHECK_EQ_U64(f.signals, 2);
+    CHECK_EQ_U64(f.sig_req[0].tid, TID);
+    CHECK_EQ_I64(f.sig_req[0].sig, 9);
+    CHECK_EQ_I64(f.sig_req[1].sig, 15);
+    CHECK(f.sig_req[0].req != f.sig_req[1].req, "two requests with one id");
 }
 
 TEST_MAIN()
