@@ -14,7 +14,6 @@
  */
 #include <mpi.h>
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 static int exists(const char *dir, const char *name)
