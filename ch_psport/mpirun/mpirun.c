@@ -54,7 +54,8 @@ static void usage(FILE *f)
             "Without -hosts/-hostfile the ranks go to the batch partition (SLURM_JOB_NODELIST,\n"
             "PBS_NODEFILE, PSP_PARTITION, PSP_HOSTFILE) if there is one, else to this node.\n"
             "Exit status: 0 when all ranks exited 0, else the first failure's code (128+N for\n"
-            "signal N); 124 on timeout.  Settings: psinfo -c.\n",
+            "signal N; 1 for a rank that exited after MPI_Init without MPI_Finalize); 124 on\n"
+            "timeout.  Settings: psinfo -c.\n",
             prog);
 }
 
@@ -665,14 +666,29 @@ static int run(struct job *j)
                 psp_stdin_to_null(); /* what went to rank 0 now would wait forever */
             }
             int code = PSP_EventExitCode(&ev);
+            /* Exit status 0 after MPI_Init without MPI_Finalize: the job failed (the others
+             * would wait for it forever, or fail talking to it, naming the wrong cause). */
+            int unfinished = !code && !(ev.flags & PSP_EXIT_LOST) && !WIFSIGNALED(ev.status) &&
+                             pmi_server_unfinished(j->pmi, r);
+            if (unfinished)
+                code = 1;
             j->code[r] = code;
-            if (j->verbose || (code && !killing))
-                fprintf(stderr, "%s: rank %d (task %d:%d) %s\n", prog, r, PSP_TASK_NODE(ev.tid),
-                        PSP_TASK_PID(ev.tid),
-                        (ev.flags & PSP_EXIT_LOST) ? "was lost: its node died"
-                        : WIFSIGNALED(ev.status)   ? strsignal(WTERMSIG(ev.status))
-                        : code                     ? "exited with a non-zero status"
-                                                   : "exited normally");
+            if (j->verbose || (code && !killing)) {
+                char how[64];
+                if (ev.flags & PSP_EXIT_LOST)
+                    snprintf(how, sizeof how, "was lost: its node died");
+                else if (WIFSIGNALED(ev.status))
+                    snprintf(how, sizeof how, "%s", strsignal(WTERMSIG(ev.status)));
+                else if (unfinished)
+                    snprintf(how, sizeof how, "exited without calling MPI_Finalize");
+                else if (code)
+                    snprintf(how, sizeof how, "exited with status %d", code);
+                else
+                    snprintf(how, sizeof how, "exited normally");
+                fprintf(stderr, "%s: rank %d (task %d:%d) %s%s\n", prog, r, PSP_TASK_NODE(ev.tid),
+                        PSP_TASK_PID(ev.tid), how,
+                        code && !killing && left ? ": killing the job" : "");
+            }
             if (code && !killing) {
                 result = code;
                 killing = 1;

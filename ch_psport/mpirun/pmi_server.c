@@ -39,6 +39,7 @@ struct pmi_server {
     int nc;
     int barrier_count;
     int finalized;
+    unsigned char *started; /* per rank: 1 announced itself (initack), 2 finalized too */
     char abort_msg[1024];
 };
 
@@ -50,7 +51,10 @@ struct pmi_server *pmi_server_new(int size, const char *kvsname, const char *map
     s->size = size;
     snprintf(s->kvsname, sizeof s->kvsname, "%s", kvsname);
     s->kv = calloc(1, sizeof *s->kv);
-    if (!s->kv) {
+    s->started = calloc(size > 0 ? (size_t)size : 1, 1);
+    if (!s->kv || !s->started) {
+        free(s->kv);
+        free(s->started);
         free(s);
         return NULL;
     }
@@ -75,6 +79,7 @@ void pmi_server_free(struct pmi_server *s)
         free(s->c[i].out);
     }
     free(s->c);
+    free(s->started);
     free(s);
 }
 
@@ -115,6 +120,11 @@ int pmi_server_rank(const struct pmi_server *s, int conn)
 int pmi_server_finalized(const struct pmi_server *s)
 {
     return s->finalized;
+}
+
+int pmi_server_unfinished(const struct pmi_server *s, int rank)
+{
+    return rank >= 0 && rank < s->size && s->started[rank] == 1;
 }
 
 const char *pmi_server_output(struct pmi_server *s, int conn, size_t *len)
@@ -235,6 +245,8 @@ static int serve_line(struct pmi_server *s, int conn, char *line, int *code, con
         if (*end || id < 0 || id >= s->size)
             return PMI_EV_ERROR;
         c->rank = (int)id;
+        if (!s->started[id])
+            s->started[id] = 1;
         reply(s, conn, "cmd=initack");
         reply(s, conn, "cmd=set size=%d", s->size);
         reply(s, conn, "cmd=set rank=%d", c->rank);
@@ -279,6 +291,8 @@ static int serve_line(struct pmi_server *s, int conn, char *line, int *code, con
     } else if (!strcmp(cmd, "finalize")) {
         reply(s, conn, "cmd=finalize_ack rc=0");
         s->finalized++;
+        if (c->rank >= 0)
+            s->started[c->rank] = 2;
         return PMI_EV_FINALIZE;
     } else if (!strcmp(cmd, "abort")) {
         *code = arg(line, "exitcode", a, sizeof a, 0) ? atoi(a) : 1;

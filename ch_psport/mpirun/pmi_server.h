@@ -60,6 +60,12 @@ int pmi_server_rank(const struct pmi_server *s, int conn);
 int pmi_server_finalized(const struct pmi_server *s);
 
 /*
+ * 1 when rank announced itself (initack: it called PMI_Init, as MPI_Init does) and has not
+ * finalized: a rank that exits so left MPI without MPI_Finalize.  Else 0 (also out of range).
+ */
+int pmi_server_unfinished(const struct pmi_server *s, int rank);
+
+/*
  * PMI_process_mapping for ranks placed on nodes: node_of[r] is the node (any id) of rank r.
  * Writes "(vector,(start,count,ppn),...)" into buf (n bytes): nodes numbered in order of first
  * appearance, runs of nodes with the same number of consecutive ranks merged.  Returns 0,

@@ -4,7 +4,8 @@
  * a barrier, reads every other rank's card, checks PMI_process_mapping and a missing key, and
  * then does what argv[1] says: "ok" (finalize, exit 0), "abort" (rank 1 calls abort with exit
  * code 9), "abort256" (the same with exit code 256), "crash" (rank 1 dies of SIGSEGV), "exit3"
- * (rank 1 exits 3 without finalize), "hang" (everyone sleeps until killed).
+ * (rank 1 exits 3 without finalize), "exit0" (rank 1 exits 0 without finalize), "hang"
+ * (everyone sleeps until killed; in the failure modes the ranks but 1 do too).
  */
 #include <netdb.h>
 #include <signal.h>
@@ -140,6 +141,8 @@ int main(int argc, char **argv)
         raise(SIGSEGV);
     if (!strcmp(mode, "exit3") && rank == 1)
         return 3;
+    if (!strcmp(mode, "exit0") && rank == 1)
+        return 0;
     if (!strcmp(mode, "hang") || strcmp(mode, "ok"))
         for (;;)
             pause();

@@ -100,6 +100,33 @@ TEST(abort_and_errors)
     pmi_server_free(s);
 }
 
+/* Which ranks left MPI without finalizing: announced (initack) and no finalize since, also
+ * after their connection closed (mpirun asks when the rank's exit comes). */
+TEST(unfinished_ranks)
+{
+    struct pmi_server *s = pmi_server_new(3, "k", "(vector,(0,1,3))");
+    REQUIRE(s != NULL, "server");
+    for (int r = -1; r <= 3; r++)
+        CHECK_EQ_I64(pmi_server_unfinished(s, r), 0); /* nobody announced yet; out of range */
+    int a = pmi_server_connect(s), b = pmi_server_connect(s);
+    say(s, a, "cmd=initack pmiid=0\n", NULL);
+    say(s, b, "cmd=initack pmiid=2\n", NULL);
+    CHECK_EQ_I64(pmi_server_unfinished(s, 0), 1);
+    CHECK_EQ_I64(pmi_server_unfinished(s, 1), 0); /* never started MPI: not ours to judge */
+    CHECK_EQ_I64(pmi_server_unfinished(s, 2), 1);
+    int ev;
+    CHECK_EQ_STR(say(s, a, "cmd=finalize\n", &ev), "cmd=finalize_ack rc=0\n");
+    pmi_server_disconnect(s, a);
+    pmi_server_disconnect(s, b);
+    CHECK_EQ_I64(pmi_server_unfinished(s, 0), 0);
+    CHECK_EQ_I64(pmi_server_unfinished(s, 2), 1);
+    /* a finalized rank that announces itself again (a reconnect) stays finalized */
+    int c = pmi_server_connect(s);
+    say(s, c, "cmd=initack pmiid=0\n", NULL);
+    CHECK_EQ_I64(pmi_server_unfinished(s, 0), 0);
+    pmi_server_free(s);
+}
+
 TEST(process_mapping)
 {
     char buf[256];
