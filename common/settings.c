@@ -74,6 +74,7 @@ static const struct psp_setting table[] = {
 
     /* mpi (ch_psport, the MPICH channel) */
     {"PSP_EAGER_MAX",        "262144", "mpi",  "largest MPI message sent eagerly (bytes); MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE, when set, wins"},
+    {"PSP_RNDV_CHUNK",       "1073741824", "mpi", "rendezvous to another node: bytes the receiver opens to the sender at a time (4096..4294967295); a longer message moves in pieces of this size"},
 };
 /* clang-format on */
 

@@ -100,6 +100,9 @@ int MPIDI_CH3I_Recv_progress(int *made);
 
 /* ---- psport_rndv.c ---- */
 
+/* Read the rendezvous settings (PSP_RNDV_CHUNK): 0, or -1 with the reason in err. */
+int MPIDI_CH3I_Rndv_init(char *err, size_t errlen);
+
 /* vc->rndvSend_fn and vc->rndvRecv_fn (CH3's signatures). */
 int MPIDI_CH3I_Rndv_send(MPIR_Request **sreq_p, const void *buf, MPI_Aint count,
                          MPI_Datatype datatype, int dt_contig, intptr_t data_sz,

@@ -19,7 +19,8 @@
 
 /*
  * The channel's packets, for its rendezvous (psport_rndv.c): RTS carries the match and
- * where the sender's data is; CTS names the receiver's rawdata registration (between nodes);
+ * where the sender's data is; CTS names the receiver's rawdata registration for the next piece
+ * of the message (between nodes; pieces of PSP_RNDV_CHUNK bytes: a registration is < 4 GiB);
  * DONE tells the sender that a receiver on its node has copied the data.
  */
 #define MPIDI_CH3_PKT_ENUM MPIDI_CH3I_PKT_PSP_RTS, MPIDI_CH3I_PKT_PSP_CTS, MPIDI_CH3I_PKT_PSP_DONE
@@ -39,6 +40,8 @@
         MPI_Request sender_req_id;                                                               \
         uint32_t len;   /* bytes to write (less than data_sz when the receive truncates) */      \
         uint32_t raw_port, raw_index, raw_nonce; /* the receiver's PSP_RawHandle */              \
+        uint32_t last;  /* 1: the last piece (the send completes with it) */                     \
+        uint64_t offset; /* where in the message the piece starts */                             \
     } MPIDI_CH3I_Pkt_psp_cts_t;                                                                  \
     typedef struct MPIDI_CH3I_Pkt_psp_done {                                                     \
         MPIDI_CH3_Pkt_type_t type;                                                               \

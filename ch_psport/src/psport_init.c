@@ -114,7 +114,7 @@ int MPIDI_CH3_Init(int has_parent, MPIDI_PG_t *pg, int pg_rank)
     char err[256], card[64];
     (void)has_parent; /* no spawn: never a parent */
 
-    if (MPIDI_CH3I_Eager_limit(err, sizeof err) < 0)
+    if (MPIDI_CH3I_Eager_limit(err, sizeof err) < 0 || MPIDI_CH3I_Rndv_init(err, sizeof err) < 0)
         MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_setting", "**psport_setting %s",
                              err);
 

@@ -8,8 +8,13 @@
  *                                  same node:  process_vm_readv from the sender's buffer
  *                                ← DONE        (the sender's request completes)
  *                                  other node: register the user buffer for rawdata
- *                                ← CTS (handle, bytes)
+ *                                ← CTS (handle, offset, bytes)
  *   PSP_RawSend into it          →             complete when all bytes are in
+ *
+ * A registration, like a PULC message, holds less than 4 GiB: between nodes the receiver opens
+ * its buffer PSP_RNDV_CHUNK bytes at a time, one CTS each, the next when the last is full; the
+ * CTS of the last piece says so, and the send completes with that piece.  A same-node message
+ * of 4 GiB or more is read with process_vm_readv (no limit there).
  *
  * Either way the data is copied once, with no intermediate buffer — unless the receive
  * datatype is not contiguous, then into a buffer of the message's size that is unpacked.
@@ -26,24 +31,82 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* A receive waiting for rawdata. */
+#include "settings.h"
+
+/* A receive waiting for rawdata: the piece [off, off + len) of its total bytes at base. */
 typedef struct psport_raw_recv {
     struct psport_raw_recv *next;
     MPIR_Request *rreq;
+    MPIDI_VC_t *vc;
     PSP_RawHandle handle;
     PSP_PortId writer; /* the sender's port */
+    char *base;
+    uint64_t off, total;
     uint32_t len;
-    void *tmp; /* non-contiguous receive buffer: unpack from here */
+    void *tmp; /* non-contiguous receive buffer (base): unpack from here */
 } psport_raw_recv_t;
 
 static psport_raw_recv_t *raw_recvs;
+static uint32_t rndv_chunk = 1u << 30; /* PSP_RNDV_CHUNK */
 
-/* Whether a message of data_sz bytes to vc is copied by both processes (see the top). */
+int MPIDI_CH3I_Rndv_init(char *err, size_t errlen)
+{
+    uint64_t v;
+    if (psp_setting_u64("PSP_RNDV_CHUNK", 4096, UINT32_MAX, &v, err, errlen))
+        return -1;
+    rndv_chunk = (uint32_t)v;
+    return 0;
+}
+
+/* Whether a message of data_sz bytes to vc is copied by both processes (see the top): one PULC
+ * message, so less than 4 GiB. */
 static int shared_copy(MPIDI_VC_t *vc, intptr_t data_sz)
 {
     PSP_PortId peer;
-    return data_sz >= (intptr_t)PSP_SHARED_COPY_MIN &&
+    return data_sz >= (intptr_t)PSP_SHARED_COPY_MIN && (uint64_t)data_sz <= UINT32_MAX &&
            MPIDI_CH3I_VC_port(vc, &peer) == MPI_SUCCESS && PSP_PORTID_NODE(peer) == MPIDI_CH3I_node;
+}
+
+/* Send a CTS: write len bytes at offset of the message into registration h (NULL: nothing more
+ * comes, the send completes without data; the receive is empty, truncated to nothing, or
+ * failed). */
+static int send_cts(MPIDI_VC_t *vc, MPI_Request sender_req_id, const PSP_RawHandle *h,
+                    uint64_t offset, uint32_t len, int last)
+{
+    MPIDI_CH3_Pkt_t upkt;
+    MPIDI_CH3I_Pkt_psp_cts_t *cts = &upkt.psp_cts;
+    MPIR_Request *cts_req = NULL;
+    MPIDI_Pkt_init(cts, MPIDI_CH3I_PKT_PSP_CTS);
+    cts->sender_req_id = sender_req_id;
+    cts->len = h ? len : 0;
+    cts->raw_port = h ? h->port : 0;
+    cts->raw_index = h ? h->index : 0;
+    cts->raw_nonce = h ? h->nonce : 0;
+    cts->last = h ? last : 1;
+    cts->offset = h ? offset : 0;
+    int mpi_errno = MPIDI_CH3_iStartMsg(vc, cts, sizeof *cts, &cts_req);
+    if (!mpi_errno && cts_req)
+        MPIR_Request_free(cts_req);
+    return mpi_errno;
+}
+
+/* Open the piece of w at w->off (its length set here) to the sender with a CTS.  On an error
+ * the piece's registration is gone again. */
+static int open_piece(psport_raw_recv_t *w)
+{
+    int mpi_errno = MPI_SUCCESS;
+    uint64_t left = w->total - w->off;
+    w->len = left < rndv_chunk ? (uint32_t)left : rndv_chunk;
+    int rc = PSP_RawRegister(MPIDI_CH3I_port, w->base + w->off, w->len, &w->handle);
+    if (rc)
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
+                             PSP_StrError(rc));
+    mpi_errno = send_cts(w->vc, w->rreq->dev.sender_req_id, &w->handle, w->off, w->len,
+                         w->off + w->len == w->total);
+    if (mpi_errno) /* no CTS, no data */
+        PSP_RawUnregister(MPIDI_CH3I_port, &w->handle);
+fn_fail:
+    return mpi_errno;
 }
 
 int MPIDI_CH3I_Rndv_send(MPIR_Request **sreq_p, const void *buf, MPI_Aint count,
@@ -54,9 +117,10 @@ int MPIDI_CH3I_Rndv_send(MPIR_Request **sreq_p, const void *buf, MPI_Aint count,
     int mpi_errno = MPI_SUCCESS;
     MPIR_Request *sreq = *sreq_p, *rts_sreq = NULL;
     MPIDI_VC_t *vc;
-    /* Refused here, on the sender's own call: CH3's rendezvous would send its RTS first and
-     * fail only at the data, leaving the receiver waiting for ever. */
-    if (data_sz > UINT32_MAX) { /* as for a failed RTS (below): the request goes */
+    /* Refused here, on the sender's own call: CH3's rendezvous (non-contiguous data: one PULC
+     * message) would send its RTS first and fail only at the data, leaving the receiver
+     * waiting for ever. */
+    if (!dt_contig && (uint64_t)data_sz > UINT32_MAX) { /* as for a failed RTS (below) */
         MPIR_Request_free(sreq);
         *sreq_p = NULL;
         MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_COUNT, "**psport_toolong", "**psport_toolong %L",
@@ -161,53 +225,28 @@ static int start_recv(MPIDI_VC_t *vc, MPIR_Request *rreq)
     /* From here on a failure frees tmp at fn_fail, and the record w with its registration
      * where it happens. */
 
-    /* Another node: register the buffer, tell the sender where to write. */
-    MPIDI_CH3_Pkt_t upkt;
-    MPIDI_CH3I_Pkt_psp_cts_t *cts = &upkt.psp_cts;
-    MPIR_Request *cts_req = NULL;
-    MPIDI_Pkt_init(cts, MPIDI_CH3I_PKT_PSP_CTS);
-    cts->sender_req_id = rreq->dev.sender_req_id;
-    cts->len = (uint32_t)n;
-    cts->raw_port = cts->raw_index = cts->raw_nonce = 0;
-    psport_raw_recv_t *w = NULL;
-    if (n) {
-        w = MPL_malloc(sizeof *w, MPL_MEM_BUFFER);
-        MPIR_ERR_CHKANDJUMP(w == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-        int rc = PSP_RawRegister(MPIDI_CH3I_port, dst, (uint32_t)n, &w->handle);
-        if (rc) {
-            MPL_free(w);
-            w = NULL;
-            MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**psport_pulc", "**psport_pulc %s",
-                                 PSP_StrError(rc));
-        }
-        w->rreq = rreq;
-        w->writer = peer;
-        w->len = (uint32_t)n;
-        w->tmp = tmp;
-        w->next = raw_recvs;
-        raw_recvs = w;
-        cts->raw_port = w->handle.port;
-        cts->raw_index = w->handle.index;
-        cts->raw_nonce = w->handle.nonce;
-    }
-    mpi_errno = MPIDI_CH3_iStartMsg(vc, cts, sizeof *cts, &cts_req);
-    if (mpi_errno && w) { /* no CTS, no data: the registration and its record go */
-        psport_raw_recv_t **pp = &raw_recvs;
-        while (*pp && *pp != w) /* (a pass inside the send may have queued others in front) */
-            pp = &(*pp)->next;
-        if (*pp) {
-            *pp = w->next;
-            PSP_RawUnregister(MPIDI_CH3I_port, &w->handle);
-            MPL_free(w);
-        } else {
-            tmp = NULL; /* the progress pass finished w (and freed tmp) */
-        }
-    }
-    MPIR_ERR_CHECK(mpi_errno);
-    if (cts_req)
-        MPIR_Request_free(cts_req);
-    if (!n) /* nothing to wait for */
+    /* Another node: register the buffer (its first piece), tell the sender where to write. */
+    if (!n) { /* nothing to wait for */
+        mpi_errno = send_cts(vc, rreq->dev.sender_req_id, NULL, 0, 0, 1);
+        MPIR_ERR_CHECK(mpi_errno);
         return MPID_Request_complete(rreq);
+    }
+    psport_raw_recv_t *w = MPL_malloc(sizeof *w, MPL_MEM_BUFFER);
+    MPIR_ERR_CHKANDJUMP(w == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    w->rreq = rreq;
+    w->vc = vc;
+    w->writer = peer;
+    w->base = dst;
+    w->off = 0;
+    w->total = (uint64_t)n;
+    w->tmp = tmp;
+    mpi_errno = open_piece(w);
+    if (mpi_errno) {
+        MPL_free(w);
+        goto fn_fail;
+    }
+    w->next = raw_recvs;
+    raw_recvs = w;
     return MPI_SUCCESS;
 fn_fail:
     MPL_free(tmp); /* a registered receive's record, which owns it, is gone too */
@@ -269,7 +308,7 @@ int MPIDI_CH3I_Pkt_cts(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr_
     *buflen = 0;
     *rreqp = NULL;
     MPIR_Request_get_ptr(cts->sender_req_id, sreq);
-    if (!cts->len)
+    if (!cts->len) /* nothing to write (empty or truncated to nothing), or the receive failed */
         return MPID_Request_complete(sreq);
     int dt_contig;
     MPI_Aint dt_true_lb;
@@ -278,10 +317,12 @@ int MPIDI_CH3I_Pkt_cts(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr_
     MPIDI_Datatype_get_info(sreq->dev.user_count, sreq->dev.datatype, dt_contig, data_sz, dt_ptr,
                             dt_true_lb);
     (void)dt_ptr;
-    MPIR_Assert(dt_contig && cts->len <= data_sz);
+    MPIR_Assert(dt_contig && cts->offset + cts->len <= (uint64_t)data_sz);
     PSP_RawHandle h = {cts->raw_port, cts->raw_index, cts->raw_nonce};
-    mpi_errno = MPIDI_CH3I_Send_raw(vc, sreq, &h,
-                                    MPIR_get_contig_ptr(sreq->dev.user_buf, dt_true_lb), cts->len);
+    /* Only the last piece completes the send; an earlier one that fails is an error of the
+     * progress engine (the receiver then sends no more CTS). */
+    const char *base = MPIR_get_contig_ptr(sreq->dev.user_buf, dt_true_lb);
+    mpi_errno = MPIDI_CH3I_Send_raw(vc, cts->last ? sreq : NULL, &h, base + cts->offset, cts->len);
     return mpi_errno;
 }
 
@@ -307,23 +348,36 @@ int MPIDI_CH3I_Rndv_progress(int *made)
             pp = &w->next;
             continue;
         }
-        *pp = w->next;
         *made = 1;
         MPIR_Request *rreq = w->rreq;
-        if (got < 0)
-            rreq->status.MPI_ERROR =
-                MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                     MPI_ERR_OTHER, "**psport_recv", "**psport_recv %d %s",
-                                     rreq->status.MPI_SOURCE, PSP_StrError((int)got));
         PSP_RawUnregister(MPIDI_CH3I_port, &w->handle); /* (gone already after some errors) */
         /* The rank may go off to compute now: the frames it owes an ACK for would hold the
          * sender's window until psid's NIC thread ran (up to PSP_NIC_QUIET_US). */
         if (got >= 0)
             (void)PSP_AckNow(w->writer);
+        int more = w->off + w->len < w->total;
+        if (got >= 0 && more) { /* the next piece (w stays where it is) */
+            w->off += w->len;
+            int e = open_piece(w);
+            if (!e) {
+                pp = &w->next;
+                continue;
+            }
+            rreq->status.MPI_ERROR = e;
+        } else if (got < 0) {
+            rreq->status.MPI_ERROR =
+                MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                     MPI_ERR_OTHER, "**psport_recv", "**psport_recv %d %s",
+                                     rreq->status.MPI_SOURCE, PSP_StrError((int)got));
+        }
+        /* Pieces left that will not be opened: the sender's send would wait for them. */
+        if (more)
+            (void)send_cts(w->vc, rreq->dev.sender_req_id, NULL, 0, 0, 1);
+        *pp = w->next; /* (a CTS's send runs no pass of ours: nothing moved in the list) */
         if (w->tmp) {
             MPI_Aint unpacked;
-            MPIR_Typerep_unpack(w->tmp, w->len, rreq->dev.user_buf, rreq->dev.user_count,
-                                rreq->dev.datatype, 0, &unpacked);
+            MPIR_Typerep_unpack(w->tmp, (MPI_Aint)w->total, rreq->dev.user_buf,
+                                rreq->dev.user_count, rreq->dev.datatype, 0, &unpacked);
             MPL_free(w->tmp);
         }
         MPL_free(w);
