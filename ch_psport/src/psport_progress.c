@@ -68,8 +68,17 @@ static int lost_sends(void)
  * error code. */
 static int pass(int *made, int *moved)
 {
-    int mpi_errno = MPIR_Progress_hook_exec_all(made);
+    int hooked = 0;
+    int mpi_errno = MPIR_Progress_hook_exec_all(&hooked);
     MPIR_ERR_CHECK(mpi_errno);
+    /* What a hook did completes no request a waiter counts: CH3's RMA hook issues operations,
+     * and one PULC finishes at once leaves its target done with no request freed.  A waiter
+     * (MPI_Win_flush_local, for one) must look again, so the hook's progress counts as a
+     * completion, as CH3's other channels count it.  Without it such a wait never ended. */
+    if (hooked) {
+        *made = 1;
+        MPIDI_CH3_Progress_signal_completion();
+    }
     if (!MPIDI_CH3I_port)
         return MPI_SUCCESS;
     int rc = PSP_Progress();
