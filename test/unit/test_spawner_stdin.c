@@ -123,6 +123,16 @@ static void fake_psid_stop(struct fake_psid *f)
     unlink(getenv("PSP_PSID_SOCKET"));
 }
 
+/* Starts the fake psid and opens a spawner on it: the spawner, or NULL (the failure reported). */
+static PSP_Spawner_t *open_on_fake_psid(struct fake_psid *f, int features_reply, uint64_t report)
+{
+    fake_psid_start(f, features_reply, report);
+    char err[256] = "";
+    PSP_Spawner_t *sp = PSP_SpawnerOpen(err, sizeof err);
+    CHECK(sp != NULL, "PSP_SpawnerOpen: %s", err);
+    return sp;
+}
+
 /* 3 MiB of stdin for TID, in 64 KiB pieces. */
 static void feed(PSP_Spawner_t *sp)
 {
@@ -135,10 +145,8 @@ static void feed(PSP_Spawner_t *sp)
 TEST(reporting_psid_counts_stdin_in_flight)
 {
     struct fake_psid f;
-    fake_psid_start(&f, 1, 2u << 20);
-    char err[256] = "";
-    PSP_Spawner_t *sp = PSP_SpawnerOpen(err, sizeof err);
-    REQUIRE(sp != NULL, "PSP_SpawnerOpen: %s", err);
+    PSP_Spawner_t *sp = open_on_fake_psid(&f, 1, 2u << 20);
+    REQUIRE(sp != NULL, "a spawner on the fake psid");
     CHECK_EQ_U64(PSP_SpawnerStdinQueued(sp), 0);
     feed(sp);
     CHECK_EQ_U64(PSP_SpawnerStdinQueued(sp), 3u << 20);
@@ -155,10 +163,8 @@ TEST(reporting_psid_counts_stdin_in_flight)
 TEST(older_psid_without_reports_holds_nothing_back)
 {
     struct fake_psid f;
-    fake_psid_start(&f, 0, 0);
-    char err[256] = "";
-    PSP_Spawner_t *sp = PSP_SpawnerOpen(err, sizeof err);
-    REQUIRE(sp != NULL, "PSP_SpawnerOpen: %s", err);
+    PSP_Spawner_t *sp = open_on_fake_psid(&f, 0, 0);
+    REQUIRE(sp != NULL, "a spawner on the fake psid");
     feed(sp);
     /* No report will ever come: a feeder that waited for one would stop after the window. */
     CHECK_EQ_U64(PSP_SpawnerStdinQueued(sp), 0);
@@ -170,10 +176,8 @@ TEST(older_psid_without_reports_holds_nothing_back)
 TEST(posted_signal_waits_for_nothing_and_its_answer_is_not_taken_for_another)
 {
     struct fake_psid f;
-    fake_psid_start(&f, 1, 0);
-    char err[256] = "";
-    PSP_Spawner_t *sp = PSP_SpawnerOpen(err, sizeof err);
-    REQUIRE(sp != NULL, "PSP_SpawnerOpen: %s", err);
+    PSP_Spawner_t *sp = open_on_fake_psid(&f, 1, 0);
+    REQUIRE(sp != NULL, "a spawner on the fake psid");
     /* the fake psid answers it only after the next request: a post that waited would hang */
     CHECK_EQ_I64(PSP_SpawnerSignalPost(sp, TID, 9), 0);
     /* its answer (0) comes first; this request's own (-ESRCH) must be the one returned */
