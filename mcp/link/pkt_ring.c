@@ -6,6 +6,11 @@
  * has filled it; when the next frame is still the reader's it drops the packet (a frame lost
  * on the wire, for the firmware).  Frames received on two CPUs at once may be completed out of
  * order, so a frame that is not the reader's yet is waited for, never skipped.
+ *
+ * Readers (every process of a node, one at a time under the NIC lock) share one read
+ * position.  The kernel and the readers stay in step only while each frame goes back to the
+ * kernel exactly once, after it was read: a frame given back early is refilled, and one given
+ * back late, or twice, leaves the reader a lap apart from the kernel.
  */
 #include "pkt_ring.h"
 
@@ -143,15 +148,25 @@ static int has_data(const struct tpacket2_hdr *h)
     return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) != 0;
 }
 
+/*
+ * A reader marks a frame taken before it moves past it (pkt_ring_release), in tp_padding,
+ * which the kernel zeroes whenever it fills a frame: a frame the readers' with the mark is
+ * one a reader moved past and never gave back; a frame the readers' without it holds a packet
+ * nobody has read.
+ */
+static const uint8_t taken_mark[4] = {'T', 'A', 'K', 'N'};
+
 /* Frame i, the read position: after giving back a frame a dead reader left behind it. */
 static struct tpacket2_hdr *at_tail(struct pkt_ring *r, uint32_t i)
 {
     /* A reader that died between moving on and giving its frame back left that frame the
-     * reader's: give it back, or the kernel stops at it a lap later.  (Were the ring so full
-     * that the frame is already the next lap's, that frame is lost, which the firmware
-     * repairs like any frame lost on the wire.)  One load of a line this reader just wrote. */
+     * readers': give it back, or the kernel stops at it a lap later.  Only that frame: when
+     * the ring was full, the frame behind the read position is the newest packet, and giving
+     * it back lost it and left this reader a lap ahead of the kernel, blind to everything
+     * that came next until a whole ring more had come.  One load of a line this reader just
+     * wrote; the mark is looked at only behind a full ring or a dead reader. */
     struct tpacket2_hdr *prev = frame_at(r, i ? i - 1 : r->frame_nr - 1);
-    if (has_data(prev))
+    if (has_data(prev) && memcmp(prev->tp_padding, taken_mark, sizeof taken_mark) == 0)
         __atomic_store_n(&prev->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
     return frame_at(r, i);
 }
@@ -183,11 +198,19 @@ int pkt_ring_peek(struct pkt_ring *r, const uint8_t **data, uint32_t *snap, uint
     return 1;
 }
 
+void pkt_ring_move_on(struct pkt_ring *r)
+{
+    uint32_t i = tail_index(r);
+    memcpy(frame_at(r, i)->tp_padding, taken_mark, sizeof taken_mark);
+    /* the mark before the move (release): whoever sees the move sees the mark */
+    __atomic_store_n(r->tail, i + 1 == r->frame_nr ? 0 : i + 1, __ATOMIC_RELEASE);
+}
+
 void pkt_ring_release(struct pkt_ring *r)
 {
     uint32_t i = tail_index(r);
-    /* move on first: a reader dying in between leaves a frame the next one gives back
+    /* move on first: a reader dying in between leaves a marked frame the next one gives back
      * (at_tail), not a frame read twice */
-    __atomic_store_n(r->tail, i + 1 == r->frame_nr ? 0 : i + 1, __ATOMIC_RELEASE);
+    pkt_ring_move_on(r);
     __atomic_store_n(&frame_at(r, i)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
 }

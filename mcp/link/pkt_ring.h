@@ -78,4 +78,9 @@ int pkt_ring_peek(struct pkt_ring *r, const uint8_t **data, uint32_t *snap, uint
 /* Give the frame pkt_ring_peek() returned back to the kernel and move to the next. */
 void pkt_ring_release(struct pkt_ring *r);
 
+/* The first half of pkt_ring_release(): the frame marked taken and the read position moved
+ * past it, the frame not given back yet (what a reader that dies in between leaves; the next
+ * reader gives it back).  For tests of that death. */
+void pkt_ring_move_on(struct pkt_ring *r);
+
 #endif

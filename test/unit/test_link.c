@@ -1822,6 +1822,40 @@ static int ring_stream(struct lanai_link *tx, struct lanai_link **readers, int n
     return (int)got_all;
 }
 
+/* Send count frames numbered from first, 50 at a time, and read none. */
+static int send_unread(struct lanai_link *tx, uint32_t first, uint32_t count)
+{
+    static uint8_t f[50][64];
+    for (uint32_t k = 0; k * 50 < count; k++) {
+        uint32_t n = count - k * 50 < 50 ? count - k * 50 : 50;
+        for (uint32_t i = 0; i < n; i++) {
+            make_frame(f[i], 64, MCP_FT_DATA, first + k * 50 + i);
+            if (lanai_tx(tx, 1, f[i], 64) != 0)
+                return -1;
+        }
+        if (lanai_flush(tx) != (int)n)
+            return -1;
+    }
+    return 0;
+}
+
+/* Read from l until nothing more comes for 200 ms (at most max frames): the numbers of the
+ * frames read, in the order read, into seen; how many. */
+static uint32_t drain_ring(struct lanai_link *l, struct rxbufs *r, uint32_t *seen, uint32_t max)
+{
+    uint32_t n = 0;
+    double quiet = now_s() + 0.2;
+    while (n < max && now_s() < quiet) {
+        int m = lanai_rx(l, r->bufs, SIM_MAXF, r->lens, 64);
+        for (int i = 0; i < m && n < max; i++)
+            if (frame_ok(r->mem[i], r->lens[i], MCP_FT_DATA, frame_no(r->mem[i])))
+                seen[n++] = frame_no(r->mem[i]);
+        if (m > 0)
+            quiet = now_s() + 0.2;
+    }
+    return n;
+}
+
 /*
  * The receive ring, in the namespace of eth_checks (veth pspa <-> pspb up, MTU 1500): shared by
  * every link on one socket, robust against a reader that died halfway, and off on request.
@@ -1902,6 +1936,28 @@ static void eth_ring_checks(void)
         bad += seen[i] != (uint32_t)i;
     CHECK(bad == 0, "%u of %d frames out of place (first: #0 = %u)", bad, got, seen[0]);
 
+    /* A full ring (the kernel drops what comes on top): every frame in it is read, the newest
+     * too, and what comes after is read as it comes.  A reader that gave the newest frame
+     * back as a dead reader's leftover lost it and, worse, stood a lap ahead of the kernel:
+     * what came next stayed in the ring unseen until a whole lap more had come (multisend2
+     * between two nodes: the NIC heard nothing for seconds and gave its peer up). */
+    uint32_t over = geo.frame_nr + 20;
+    uint32_t *full = calloc(over, sizeof *full);
+    REQUIRE(full, "memory");
+    REQUIRE(send_unread(l[0], 7000000, over) == 0, "sent");
+    uint32_t n_full = drain_ring(l[1], r, full, over);
+    CHECK_EQ_U64(n_full, geo.frame_nr);
+    for (uint32_t i = 0; i < n_full; i++)
+        if (full[i] != 7000000 + i) {
+            CHECK(0, "full ring: frame %u is #%u", i, full[i]);
+            break;
+        }
+    got = ring_stream(l[0], both, 2, r, 8000000, 10, seen);
+    CHECK_EQ_I64(got, 10);
+    CHECK(got > 0 && seen[0] == 8000000 && seen[got - 1] == 8000000 + (uint32_t)got - 1,
+          "after a full ring: first #%u", got > 0 ? seen[0] : 0);
+    free(full);
+
     /* A reader that died after moving on but before giving its frame back: the next reader
      * gives it back, and the kernel goes past it on the next lap (else every frame from then
      * on is dropped). */
@@ -1918,8 +1974,7 @@ static void eth_ring_checks(void)
         ;
     REQUIRE(peeked == 1, "the frame never reached the ring");
     CHECK_EQ_U64(wire, 14 + 64);
-    uint32_t at = *geo.tail;
-    *geo.tail = at + 1 == geo.frame_nr ? 0 : at + 1; /* moved on, then "died" */
+    pkt_ring_move_on(&geo); /* moved on, then "died" */
     got = ring_stream(l[0], both, 2, r, 0, geo.frame_nr + 100, seen);
     CHECK_EQ_I64(got, geo.frame_nr + 100);
     for (int i = 0; i < got; i++)
@@ -1931,7 +1986,8 @@ static void eth_ring_checks(void)
     mcp_link_stats(l[1], &st);
     struct mcp_link_stats st2;
     mcp_link_stats(l[2], &st2);
-    CHECK_EQ_U64(st.rx_frames + st2.rx_frames, 1 + 4 + laps + geo.frame_nr + 100); /* probes too */
+    CHECK_EQ_U64(st.rx_frames + st2.rx_frames,
+                 1 + 4 + laps + n_full + 10 + geo.frame_nr + 100); /* probes too */
     pkt_ring_unmap(&geo);
     lanai_close(l[2]);
     lanai_close(l[1]);
