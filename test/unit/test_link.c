@@ -1797,21 +1797,27 @@ static int has_ring(struct lanai_link *l)
     return v == TPACKET_V2;
 }
 
+/* Send n <= 50 frames of 64 bytes numbered from first in one flush: 0, or -1. */
+static int send_batch(struct lanai_link *tx, uint32_t first, uint32_t n)
+{
+    static uint8_t f[50][64];
+    for (uint32_t i = 0; i < n; i++) {
+        make_frame(f[i], 64, MCP_FT_DATA, first + i);
+        if (lanai_tx(tx, 1, f[i], 64) != 0)
+            return -1;
+    }
+    return lanai_flush(tx) == (int)n ? 0 : -1;
+}
+
 /* Send count frames numbered from first, 50 at a time, each batch read from readers[] in
  * turn (batch k by readers[k % nreaders]); the numbers read, in the order read, into seen. */
 static int ring_stream(struct lanai_link *tx, struct lanai_link **readers, int nreaders,
                        struct rxbufs *r, uint32_t first, uint32_t count, uint32_t *seen)
 {
-    static uint8_t f[50][64];
     uint32_t got_all = 0;
     for (uint32_t k = 0; k * 50 < count; k++) {
         uint32_t n = count - k * 50 < 50 ? count - k * 50 : 50;
-        for (uint32_t i = 0; i < n; i++) {
-            make_frame(f[i], 64, MCP_FT_DATA, first + k * 50 + i);
-            if (lanai_tx(tx, 1, f[i], 64) != 0)
-                return -1;
-        }
-        if (lanai_flush(tx) != (int)n)
+        if (send_batch(tx, first + k * 50, n) != 0)
             return -1;
         int got = 0;
         rx_until(readers[k % (uint32_t)nreaders], r, SIM_MAXF, (int)n, &got);
@@ -1825,17 +1831,9 @@ static int ring_stream(struct lanai_link *tx, struct lanai_link **readers, int n
 /* Send count frames numbered from first, 50 at a time, and read none. */
 static int send_unread(struct lanai_link *tx, uint32_t first, uint32_t count)
 {
-    static uint8_t f[50][64];
-    for (uint32_t k = 0; k * 50 < count; k++) {
-        uint32_t n = count - k * 50 < 50 ? count - k * 50 : 50;
-        for (uint32_t i = 0; i < n; i++) {
-            make_frame(f[i], 64, MCP_FT_DATA, first + k * 50 + i);
-            if (lanai_tx(tx, 1, f[i], 64) != 0)
-                return -1;
-        }
-        if (lanai_flush(tx) != (int)n)
+    for (uint32_t k = 0; k * 50 < count; k++)
+        if (send_batch(tx, first + k * 50, count - k * 50 < 50 ? count - k * 50 : 50) != 0)
             return -1;
-    }
     return 0;
 }
 
