@@ -198,19 +198,25 @@ int pkt_ring_peek(struct pkt_ring *r, const uint8_t **data, uint32_t *snap, uint
     return 1;
 }
 
-void pkt_ring_move_on(struct pkt_ring *r)
+/* Mark frame i (the read position) taken and move the read position past it; frame i. */
+static struct tpacket2_hdr *move_on(struct pkt_ring *r, uint32_t i)
 {
-    uint32_t i = tail_index(r);
-    memcpy(frame_at(r, i)->tp_padding, taken_mark, sizeof taken_mark);
+    struct tpacket2_hdr *h = frame_at(r, i);
+    memcpy(h->tp_padding, taken_mark, sizeof taken_mark);
     /* the mark before the move (release): whoever sees the move sees the mark */
     __atomic_store_n(r->tail, i + 1 == r->frame_nr ? 0 : i + 1, __ATOMIC_RELEASE);
+    return h;
+}
+
+void pkt_ring_move_on(struct pkt_ring *r)
+{
+    (void)move_on(r, tail_index(r));
 }
 
 void pkt_ring_release(struct pkt_ring *r)
 {
-    uint32_t i = tail_index(r);
     /* move on first: a reader dying in between leaves a marked frame the next one gives back
      * (at_tail), not a frame read twice */
-    pkt_ring_move_on(r);
-    __atomic_store_n(&frame_at(r, i)->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+    struct tpacket2_hdr *h = move_on(r, tail_index(r));
+    __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
 }
