@@ -184,6 +184,22 @@ int PSP_Wait(PSP_Request *req, int timeout_ms);
  */
 int PSP_WaitPort(PSP_Port *port, int timeout_ms);
 
+/*
+ * PSP_WaitPort's sleep in two halves, for a threaded caller that must not hold its lock
+ * while asleep (an MPI channel with MPI_THREAD_MULTIPLE).  PSP_PortIdle (called like every
+ * other function, serialised): 1 when the port has nothing to do (no event unexamined, no
+ * send of this process queued, no local message ready) and a sleep may begin, its ticket in
+ * *ticket; 0 when a pass is due, or when the NIC is the kernel module's (no sleep without
+ * the device wait there: keep polling).  PSP_SleepPort may run while other threads call the
+ * library: it sleeps until the port's event moves past ticket, PSP_WakePort is called, or
+ * timeout_ms passes, with psid's NIC thread running the firmware meanwhile; returns 0.
+ * PSP_WakePort (any thread, any time) ends the port's sleeps, e.g. when another thread has
+ * queued work that needs a pass.
+ */
+int PSP_PortIdle(PSP_Port *port, uint32_t *ticket);
+int PSP_SleepPort(PSP_Port *port, uint32_t ticket, int timeout_ms);
+void PSP_WakePort(PSP_Port *port);
+
 /* Cancel a posted receive not yet matched: 0 (req->error = -ECANCELED), else -EBUSY. */
 int PSP_Cancel(PSP_Request *req);
 

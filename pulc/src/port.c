@@ -1131,6 +1131,41 @@ int PSP_WaitPort(PSP_Port *port, int timeout_ms)
     return pulc_wait(&proc, port, port_changed, &w, timeout_ms);
 }
 
+int PSP_PortIdle(PSP_Port *port, uint32_t *ticket)
+{
+    struct pulc_proc *P = &proc;
+    if (!P->node.area || P->h->kernel)
+        return 0;
+    uint32_t ev = __atomic_load_n(&pulc_port_at(P->node.area, port->idx)->event, __ATOMIC_ACQUIRE);
+    if (ev != port->seen_event || P->rsend_head || P->lsend_head || pulc_local_ready(P, port))
+        return 0;
+    *ticket = ev;
+    return 1;
+}
+
+int PSP_SleepPort(PSP_Port *port, uint32_t ticket, int timeout_ms)
+{
+    /* Only the shared area is touched here (the port's event and sleeper count, the NIC's
+     * waiter count): the caller's other threads may be inside the library meanwhile. */
+    struct pulc_proc *P = &proc;
+    struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
+    __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pt->event, __ATOMIC_SEQ_CST) == ticket && timeout_ms > 0) {
+        struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+        pulc_net_waiting(P->node.area, P->node.ctx, 1);
+        syscall(SYS_futex, &pt->event, FUTEX_WAIT, ticket, &ts, NULL, 0);
+        pulc_net_waiting(P->node.area, P->node.ctx, -1);
+    }
+    __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+void PSP_WakePort(PSP_Port *port)
+{
+    if (proc.node.area)
+        pulc_port_wake(proc.node.area, port->idx);
+}
+
 int PSP_Send(PSP_Port *port, PSP_PortId dest, const void *xheader, uint16_t xlen, const void *buf,
              uint32_t len)
 {

@@ -3,9 +3,10 @@
  * test/integration/pulc-ports: message boundaries for every size around the fragment
  * boundaries up to 16 MiB, order per sender, eight senders to one port, the accept callback
  * taking a later message first, a standing receive placing each message, cancel, truncation,
- * probe, the errors a sender gets, and the local rings (order with queued messages, a full
- * ring, a sleeping receiver woken, a receiver's port closed and reopened, PSP_SendNow), and
- * when a send between nodes leaves: at its post (PSP_Send, PSP_TX_AT_POST) or later.
+ * probe, the errors a sender gets, PSP_SleepPort's three ends (timeout, wake, message), the
+ * local rings (order with queued messages, a full ring, a sleeping receiver woken, a
+ * receiver's port closed and reopened, PSP_SendNow), and when a send between nodes leaves: at
+ * its post (PSP_Send, PSP_TX_AT_POST) or later.
  *
  * Each test runs receivers and senders in processes of their own (forked, each with its own
  * PSP_Init).  A process attaches to the node whose psid socket it uses, so with
@@ -14,6 +15,7 @@
  * error notices from the remote node are exercised too.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -364,6 +366,88 @@ TEST(wait_port_returns_when_a_message_arrives)
         CHECK_OK(PSP_WaitPort(p, 10000));
     CHECK_EQ_I64(seen, 1);
     CHECK_EQ_I64(PSP_Test(&watch), 0); /* looked at, not taken */
+    CHECK_OK(PSP_Cancel(&watch));
+    uint8_t buf[16];
+    CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
+    CHECK_EQ_MEM(buf, "hello", 5);
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
+static uint64_t ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void *wake_later(void *port)
+{
+    usleep(20000);
+    PSP_WakePort(port);
+    return NULL;
+}
+
+/* PSP_PortIdle/PSP_SleepPort: the two halves of PSP_WaitPort's sleep that an MPI channel with
+ * MPI_THREAD_MULTIPLE uses without its lock held. */
+TEST(sleep_port_ends_at_its_timeout_at_a_wake_and_when_a_message_arrives)
+{
+    const char *dev = getenv("PSP_DEVICE");
+    if (dev && *dev && strcmp(dev, "none")) {
+        /* the module's NIC: no sleep without the device wait, so never idle (keep polling) */
+        uint32_t ticket;
+        as_receiver();
+        PSP_Port *p = open_port(121);
+        CHECK(PSP_Progress() >= 0, "progress");
+        CHECK_EQ_I64(PSP_PortIdle(p, &ticket), 0);
+        PSP_ClosePort(p);
+        return;
+    }
+    int go[2];
+    REQUIRE(pipe(go) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(2);
+        uint16_t peer = as_sender();
+        PSP_Port *s = open_port(PSP_ANYPORT);
+        _exit(send_retry(s, PSP_PORTID(peer, 121), NULL, 0, "hello", 5) ? 2 : 0);
+    }
+    close(go[0]);
+    as_receiver();
+    PSP_Port *p = open_port(121);
+    int seen = 0;
+    PSP_Request watch, r;
+    CHECK_OK(PSP_IReceive(p, NULL, 0, NULL, 0, look_only, &seen, &watch));
+    uint32_t ticket = 0;
+    CHECK(PSP_Progress() >= 0, "progress");
+    CHECK_EQ_I64(PSP_PortIdle(p, &ticket), 1);
+    uint64_t t0 = ms_now();
+    CHECK_OK(PSP_SleepPort(p, ticket, 50)); /* nothing comes: the whole 50 ms */
+    CHECK(ms_now() - t0 >= 45, "slept %llu ms of 50", (unsigned long long)(ms_now() - t0));
+    /* another thread's wake ends a long sleep; the port then has something to look at */
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, wake_later, p) == 0, "pthread_create");
+    t0 = ms_now();
+    CHECK_OK(PSP_SleepPort(p, ticket, 20000));
+    uint64_t woken = ms_now() - t0;
+    pthread_join(th, NULL);
+    CHECK(woken >= 15 && woken < 10000, "woken after %llu ms (wake at 20 ms)",
+          (unsigned long long)woken);
+    CHECK_EQ_I64(PSP_PortIdle(p, &ticket), 0);
+    CHECK(PSP_Progress() >= 0, "progress");
+    CHECK_EQ_I64(PSP_PortIdle(p, &ticket), 1);
+    CHECK_EQ_I64(seen, 0);
+    /* a message ends the sleep (between nodes: psid's NIC thread delivers it meanwhile) */
+    REQUIRE(write(go[1], "g", 1) == 1, "pipe");
+    t0 = ms_now();
+    CHECK_OK(PSP_SleepPort(p, ticket, 20000));
+    CHECK(ms_now() - t0 < 10000, "a message: slept %llu ms", (unsigned long long)(ms_now() - t0));
+    for (int i = 0; i < 100 && !seen; i++)
+        CHECK_OK(PSP_WaitPort(p, 10000));
+    CHECK_EQ_I64(seen, 1);
     CHECK_OK(PSP_Cancel(&watch));
     uint8_t buf[16];
     CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
