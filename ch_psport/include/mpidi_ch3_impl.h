@@ -89,6 +89,11 @@ void MPIDI_CH3I_Buf_finalize(void);
 /* Sends still in PULC's hands. */
 int MPIDI_CH3I_Send_pending(void);
 
+/* ---- psport_progress.c ---- */
+
+/* Free what the progress engine made (the threaded waiters' condition variable). */
+int MPIDI_CH3I_Progress_finalize(void);
+
 /* ---- psport_recv.c ---- */
 
 /* Post the receive that records arriving packets; undo it.  MPI error codes. */

@@ -166,6 +166,7 @@ int MPIDI_CH3_Finalize(void)
     }
     MPIDI_CH3I_Recv_finalize();
     MPIDI_CH3I_Buf_finalize();
+    MPIDI_CH3I_Progress_finalize();
     PSP_ClosePort(MPIDI_CH3I_port);
     MPIDI_CH3I_port = NULL;
     PSP_Finalize();

@@ -6,7 +6,9 @@
  * machine, a poll ~1 us), then yielding the processor, then sleeping in PULC until something
  * arrives for our port (PSP_SPIN_US, PSP_YIELD_US: co-scheduling as in pulc/README.md).
  * With MPI_THREAD_MULTIPLE a waiter never sleeps holding MPICH's global lock: it yields the
- * lock between passes, so other threads' calls get in and their completions wake it.
+ * lock between passes, so other threads' calls get in and their completions wake it.  Only
+ * one thread of a process polls that way; the others wait on a condition variable until it
+ * leaves (see poller_enter()).
  */
 #include "mpidi_ch3_impl.h"
 
@@ -99,12 +101,98 @@ fn_fail:
     return mpi_errno;
 }
 
+/*
+ * With MPI_THREAD_MULTIPLE one thread at a time does a blocking wait's polling; the others
+ * sleep on poller_left until it leaves, which it does whenever anything completes.  Every
+ * waiter polling and yielding on its own (multisend2: five threads in each of five ranks on
+ * two cores) kept the thread that held the NIC lock off the processor for seconds under the
+ * kernel's autogroup scheduling (one group per rank's session), so the node's firmware stood
+ * still and its peers gave it up (PSP_PEER_TIMEOUT_MS).  All of it is guarded by MPICH's
+ * global lock.
+ */
+static int poller_busy;
+static MPID_Thread_id_t poller_id;
+static MPID_Thread_cond_t poller_left;
+static int poller_left_made;
+static int poller_asleep; /* in poller_sleep(), the global lock let go */
+#define POLLER_SLEEP_MS 10
+
+/* Called holding the global lock at the start of a threaded blocking wait: 1 when this thread
+ * is now the poller (it must call poller_leave()), 0 when it is one already (a nested wait),
+ * -1 when another thread's polling completed something meanwhile (the caller returns and its
+ * caller looks at its request). */
+static int poller_enter(MPID_Progress_state *state)
+{
+    int err = 0;
+    if (!poller_left_made) {
+        MPID_Thread_cond_create(&poller_left, &err);
+        poller_left_made = 1;
+    }
+    MPID_Thread_id_t self;
+    MPID_Thread_self(&self);
+    if (poller_busy && poller_asleep && MPIDI_CH3I_port)
+        PSP_WakePort(MPIDI_CH3I_port); /* we are here to post or wait: the poller must look */
+    while (poller_busy) {
+        int same = 0;
+        MPID_Thread_same(&self, &poller_id, &same);
+        if (same)
+            return 0;
+        if (state->ch.completion_count != MPIDI_CH3I_progress_completion_count) {
+            state->ch.completion_count = MPIDI_CH3I_progress_completion_count;
+            return -1;
+        }
+        MPID_Thread_cond_wait(&poller_left, &MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX, &err);
+    }
+    poller_busy = 1;
+    poller_id = self;
+    return 1;
+}
+
+/*
+ * The poller sleeps until something arrives for our port, with the global lock let go (as
+ * MPICH's own yield lets it go, however deep the caller holds it): a threaded rank waiting
+ * used to poll and yield for good.  PULC's sleep touches only shared memory, so other threads
+ * may call MPI meanwhile; one that starts a blocking wait wakes us (poller_enter()), and the
+ * sleep is bounded for sends another thread queues and then leaves to progress.
+ */
+static void poller_sleep(uint32_t ticket)
+{
+    MPID_Thread_mutex_t *m = &MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX;
+    int err = 0, count = m->count;
+    MPID_Thread_id_t owner = m->owner;
+    poller_asleep = 1;
+    m->count = 0;
+    m->owner = 0;
+    MPIDU_Thread_mutex_unlock(m, &err);
+    PSP_SleepPort(MPIDI_CH3I_port, ticket, POLLER_SLEEP_MS);
+    MPIDU_Thread_mutex_lock(m, &err, MPL_THREAD_PRIO_LOW);
+    m->count = count;
+    m->owner = owner;
+    poller_asleep = 0;
+}
+
+/* The poller leaves (holding the global lock): the waiting threads look at their requests
+ * and one of them polls next. */
+static void poller_leave(void)
+{
+    int err = 0;
+    poller_busy = 0;
+    MPID_Thread_cond_broadcast(&poller_left, &err);
+}
+
 int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
 {
     int mpi_errno = MPI_SUCCESS, made = 0, moved = 0;
-    if (!blocking)
-        return pass(&made, &moved);
+    if (!blocking) {
+        mpi_errno = pass(&made, &moved);
+        if (made && poller_asleep)
+            PSP_WakePort(MPIDI_CH3I_port); /* what completed may be a waiting thread's */
+        return mpi_errno;
+    }
 
+    int polling = 0;
+    if (MPIR_IS_THREADED && (polling = poller_enter(state)) < 0)
+        return MPI_SUCCESS;
     uint64_t spin, yield;
     phases(&spin, &yield);
     uint64_t t0 = now_ns();
@@ -131,7 +219,11 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
             moved = 0;
             waited = now - t0;
         }
-        if (MPIR_IS_THREADED) {
+        uint32_t ticket;
+        if (MPIR_IS_THREADED && waited >= spin + yield && MPIDI_CH3I_port &&
+            !MPIDI_CH3I_Send_pending() && PSP_PortIdle(MPIDI_CH3I_port, &ticket)) {
+            poller_sleep(ticket);
+        } else if (MPIR_IS_THREADED) {
             MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
             if (waited >= spin)
                 sched_yield();
@@ -158,10 +250,17 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
     }
 fn_fail:
     state->ch.completion_count = MPIDI_CH3I_progress_completion_count;
+    if (polling > 0)
+        poller_leave();
     return mpi_errno;
 }
 
 int MPIDI_CH3I_Progress_finalize(void)
 {
+    if (poller_left_made) {
+        int err = 0;
+        MPID_Thread_cond_destroy(&poller_left, &err);
+        poller_left_made = 0;
+    }
     return MPI_SUCCESS;
 }
