@@ -149,13 +149,14 @@ static int poller_enter(MPID_Progress_state *state)
 }
 
 /*
- * The poller sleeps until something arrives for our port, with the global lock let go (as
- * MPICH's own yield lets it go, however deep the caller holds it): a threaded rank waiting
- * used to poll and yield for good.  PULC's sleep touches only shared memory, so other threads
+ * The poller sleeps until something arrives for our port (idle, ticket from PSP_PortIdle), or
+ * 1 ms while its sends wait for ACKs (not idle), with the global lock let go (as MPICH's own
+ * yield lets it go, however deep the caller holds it): a threaded rank waiting used to poll
+ * and yield for good.  PULC's sleep touches only shared memory, so other threads
  * may call MPI meanwhile; one that starts a blocking wait wakes us (poller_enter()), and the
  * sleep is bounded for sends another thread queues and then leaves to progress.
  */
-static void poller_sleep(uint32_t ticket)
+static void poller_sleep(int idle, uint32_t ticket)
 {
     MPID_Thread_mutex_t *m = &MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX;
     int err = 0, count = m->count;
@@ -164,7 +165,12 @@ static void poller_sleep(uint32_t ticket)
     m->count = 0;
     m->owner = 0;
     MPIDU_Thread_mutex_unlock(m, &err);
-    PSP_SleepPort(MPIDI_CH3I_port, ticket, POLLER_SLEEP_MS);
+    if (idle) {
+        PSP_SleepPort(MPIDI_CH3I_port, ticket, POLLER_SLEEP_MS);
+    } else {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
     MPIDU_Thread_mutex_lock(m, &err, MPL_THREAD_PRIO_LOW);
     m->count = count;
     m->owner = owner;
@@ -221,8 +227,11 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
         }
         uint32_t ticket;
         if (MPIR_IS_THREADED && waited >= spin + yield && MPIDI_CH3I_port &&
-            !MPIDI_CH3I_Send_pending() && PSP_PortIdle(MPIDI_CH3I_port, &ticket)) {
-            poller_sleep(ticket);
+            MPIDI_CH3I_Send_pending()) {
+            poller_sleep(0, 0); /* 1 ms, as below: the ACKs that end the send wake nobody */
+        } else if (MPIR_IS_THREADED && waited >= spin + yield && MPIDI_CH3I_port &&
+                   PSP_PortIdle(MPIDI_CH3I_port, &ticket)) {
+            poller_sleep(1, ticket);
         } else if (MPIR_IS_THREADED) {
             MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
             if (waited >= spin)
