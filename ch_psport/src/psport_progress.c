@@ -152,9 +152,9 @@ static int poller_enter(MPID_Progress_state *state)
  * The poller sleeps until something arrives for our port (idle, ticket from PSP_PortIdle), or
  * 1 ms while its sends wait for ACKs (not idle), with the global lock let go (as MPICH's own
  * yield lets it go, however deep the caller holds it): a threaded rank waiting used to poll
- * and yield for good.  PULC's sleep touches only shared memory, so other threads
- * may call MPI meanwhile; one that starts a blocking wait wakes us (poller_enter()), and the
- * sleep is bounded for sends another thread queues and then leaves to progress.
+ * and yield for good.  PULC's sleep touches only shared memory, so other threads may call MPI
+ * meanwhile; one that starts a blocking wait wakes us (poller_enter()), and the sleep is
+ * bounded for sends another thread queues and then leaves to progress.
  */
 static void poller_sleep(int idle, uint32_t ticket)
 {

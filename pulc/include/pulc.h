@@ -4,7 +4,8 @@
  * Attach the process to the node's NIC through psid, open ports, send and receive messages.
  * Functions return 0 or a negative errno; PSP_StrError() says what went wrong and what to do.
  *
- * Threads: libpulc is for one thread per process (or calls serialised by the caller).
+ * Threads: libpulc is for one thread per process (or calls serialised by the caller); only
+ * PSP_SleepPort and PSP_WakePort may run while another thread is inside the library.
  * Ownership: a buffer handed to PSP_ISend/PSP_IReceive belongs to the library until the
  * request completes; the request structure too.
  */
@@ -192,7 +193,8 @@ int PSP_WaitPort(PSP_Port *port, int timeout_ms);
  * *ticket; 0 when a pass is due, or when the NIC is the kernel module's (no sleep without
  * the device wait there: keep polling).  PSP_SleepPort may run while other threads call the
  * library: it sleeps until the port's event moves past ticket, PSP_WakePort is called, or
- * timeout_ms passes, with psid's NIC thread running the firmware meanwhile; returns 0.
+ * timeout_ms passes, with psid's NIC thread running the firmware meanwhile; returns 0, or
+ * -ENOTCONN before PSP_Init.
  * PSP_WakePort (any thread, any time) ends the port's sleeps, e.g. when another thread has
  * queued work that needs a pass.
  */

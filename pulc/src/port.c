@@ -1148,6 +1148,8 @@ int PSP_SleepPort(PSP_Port *port, uint32_t ticket, int timeout_ms)
     /* Only the shared area is touched here (the port's event and sleeper count, the NIC's
      * waiter count): the caller's other threads may be inside the library meanwhile. */
     struct pulc_proc *P = &proc;
+    if (!P->node.area)
+        return -ENOTCONN;
     struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
     __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&pt->event, __ATOMIC_SEQ_CST) == ticket && timeout_ms > 0) {

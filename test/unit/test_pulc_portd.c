@@ -340,10 +340,10 @@ static int look_only(const PSP_MsgInfo *m, void *arg)
     return 0;
 }
 
-TEST(wait_port_returns_when_a_message_arrives)
+/* Fork a sender that sends "hello" to port portno (of the receiver's node) once a byte comes
+ * through the pipe go; the caller keeps go[1]. */
+static pid_t hello_on_go(int go[2], uint16_t portno)
 {
-    int go[2];
-    REQUIRE(pipe(go) == 0, "pipe");
     pid_t pid = fork();
     if (pid == 0) {
         char c;
@@ -352,13 +352,34 @@ TEST(wait_port_returns_when_a_message_arrives)
             _exit(2);
         uint16_t peer = as_sender();
         PSP_Port *s = open_port(PSP_ANYPORT);
-        _exit(send_retry(s, PSP_PORTID(peer, 105), NULL, 0, "hello", 5) ? 2 : 0);
+        _exit(send_retry(s, PSP_PORTID(peer, portno), NULL, 0, "hello", 5) ? 2 : 0);
     }
     close(go[0]);
+    return pid;
+}
+
+/* End of a hello_on_go test: cancel the watching receive, take the "hello" it looked at, reap
+ * the sender, close the port. */
+static void take_hello(PSP_Port *p, PSP_Request *watch, pid_t pid)
+{
+    PSP_Request r;
+    CHECK_OK(PSP_Cancel(watch));
+    uint8_t buf[16];
+    CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
+    CHECK_EQ_MEM(buf, "hello", 5);
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
+TEST(wait_port_returns_when_a_message_arrives)
+{
+    int go[2];
+    REQUIRE(pipe(go) == 0, "pipe");
+    pid_t pid = hello_on_go(go, 105);
     as_receiver();
     PSP_Port *p = open_port(105);
     int seen = 0;
-    PSP_Request watch, r;
+    PSP_Request watch;
     CHECK_OK(PSP_IReceive(p, NULL, 0, NULL, 0, look_only, &seen, &watch));
     CHECK_EQ_I64(PSP_WaitPort(p, 30), -ETIMEDOUT); /* nothing came */
     REQUIRE(write(go[1], "g", 1) == 1, "pipe");
@@ -366,12 +387,7 @@ TEST(wait_port_returns_when_a_message_arrives)
         CHECK_OK(PSP_WaitPort(p, 10000));
     CHECK_EQ_I64(seen, 1);
     CHECK_EQ_I64(PSP_Test(&watch), 0); /* looked at, not taken */
-    CHECK_OK(PSP_Cancel(&watch));
-    uint8_t buf[16];
-    CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
-    CHECK_EQ_MEM(buf, "hello", 5);
-    CHECK_EQ_I64(reap(pid), 0);
-    PSP_ClosePort(p);
+    take_hello(p, &watch, pid);
 }
 
 static uint64_t ms_now(void)
@@ -405,21 +421,11 @@ TEST(sleep_port_ends_at_its_timeout_at_a_wake_and_when_a_message_arrives)
     }
     int go[2];
     REQUIRE(pipe(go) == 0, "pipe");
-    pid_t pid = fork();
-    if (pid == 0) {
-        char c;
-        close(go[1]);
-        if (read(go[0], &c, 1) != 1)
-            _exit(2);
-        uint16_t peer = as_sender();
-        PSP_Port *s = open_port(PSP_ANYPORT);
-        _exit(send_retry(s, PSP_PORTID(peer, 121), NULL, 0, "hello", 5) ? 2 : 0);
-    }
-    close(go[0]);
+    pid_t pid = hello_on_go(go, 121);
     as_receiver();
     PSP_Port *p = open_port(121);
     int seen = 0;
-    PSP_Request watch, r;
+    PSP_Request watch;
     CHECK_OK(PSP_IReceive(p, NULL, 0, NULL, 0, look_only, &seen, &watch));
     uint32_t ticket = 0;
     CHECK(PSP_Progress() >= 0, "progress");
@@ -448,12 +454,7 @@ TEST(sleep_port_ends_at_its_timeout_at_a_wake_and_when_a_message_arrives)
     for (int i = 0; i < 100 && !seen; i++)
         CHECK_OK(PSP_WaitPort(p, 10000));
     CHECK_EQ_I64(seen, 1);
-    CHECK_OK(PSP_Cancel(&watch));
-    uint8_t buf[16];
-    CHECK_OK(PSP_Receive(p, NULL, 0, buf, sizeof buf, NULL, NULL, &r));
-    CHECK_EQ_MEM(buf, "hello", 5);
-    CHECK_EQ_I64(reap(pid), 0);
-    PSP_ClosePort(p);
+    take_hello(p, &watch, pid);
 }
 
 /* ---- a standing receive (PSP_IReceiveEach) ---- */
