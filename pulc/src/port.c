@@ -1012,6 +1012,24 @@ static int kernel_sleep(struct pulc_proc *P, PSP_Port *port, int (*done)(void *)
     return rc < 0 ? rc : 0;
 }
 
+/* Nothing for the port to do that this process can see: its event ev examined, no send of
+ * ours queued, no local message ready (the condition to sleep on the port). */
+static int port_quiet(struct pulc_proc *P, PSP_Port *port, uint32_t ev)
+{
+    return ev == port->seen_event && !P->rsend_head && !P->lsend_head && !pulc_local_ready(P, port);
+}
+
+/* Sleep at most ns while the port's event is still seen; the caller counts itself among the
+ * port's sleepers.  Nobody polls for us meanwhile: psid's NIC thread takes frames as they
+ * come.  Touches only the shared area. */
+static void nap_on_event(struct pulc_proc *P, struct pulc_port *pt, uint32_t seen, uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    pulc_net_waiting(P->node.area, P->node.ctx, 1);
+    syscall(SYS_futex, &pt->event, FUTEX_WAIT, seen, &ts, NULL, 0);
+    pulc_net_waiting(P->node.area, P->node.ctx, -1);
+}
+
 int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *arg, int timeout_ms)
 {
     struct pulc_hal *h = P->h;
@@ -1055,16 +1073,9 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
         struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
         uint32_t seen = __atomic_load_n(&pt->event, __ATOMIC_ACQUIRE);
         __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
-        if (seen == port->seen_event && !P->rsend_head && !P->lsend_head &&
-            !pulc_local_ready(P, port) && !done(arg)) {
+        if (port_quiet(P, port, seen) && !done(arg)) {
             uint64_t left = end - now, slice = 100000000u; /* re-check every 100 ms anyway */
-            if (left < slice)
-                slice = left;
-            struct timespec ts = {(time_t)(slice / 1000000000u), (long)(slice % 1000000000u)};
-            /* nobody polls for us now: psid's NIC thread takes frames as they come */
-            pulc_net_waiting(P->node.area, P->node.ctx, 1);
-            syscall(SYS_futex, &pt->event, FUTEX_WAIT, seen, &ts, NULL, 0);
-            pulc_net_waiting(P->node.area, P->node.ctx, -1);
+            nap_on_event(P, pt, seen, left < slice ? left : slice);
         } else if (P->rsend_head || P->lsend_head) {
             __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
             sched_yield();
@@ -1137,7 +1148,7 @@ int PSP_PortIdle(PSP_Port *port, uint32_t *ticket)
     if (!P->node.area || P->h->kernel)
         return 0;
     uint32_t ev = __atomic_load_n(&pulc_port_at(P->node.area, port->idx)->event, __ATOMIC_ACQUIRE);
-    if (ev != port->seen_event || P->rsend_head || P->lsend_head || pulc_local_ready(P, port))
+    if (!port_quiet(P, port, ev))
         return 0;
     *ticket = ev;
     return 1;
@@ -1152,12 +1163,8 @@ int PSP_SleepPort(PSP_Port *port, uint32_t ticket, int timeout_ms)
         return -ENOTCONN;
     struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
     __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&pt->event, __ATOMIC_SEQ_CST) == ticket && timeout_ms > 0) {
-        struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
-        pulc_net_waiting(P->node.area, P->node.ctx, 1);
-        syscall(SYS_futex, &pt->event, FUTEX_WAIT, ticket, &ts, NULL, 0);
-        pulc_net_waiting(P->node.area, P->node.ctx, -1);
-    }
+    if (__atomic_load_n(&pt->event, __ATOMIC_SEQ_CST) == ticket && timeout_ms > 0)
+        nap_on_event(P, pt, ticket, (uint64_t)timeout_ms * 1000000u);
     __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
     return 0;
 }
