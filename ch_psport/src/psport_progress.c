@@ -226,17 +226,18 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
             waited = now - t0;
         }
         uint32_t ticket;
-        if (MPIR_IS_THREADED && waited >= spin + yield && MPIDI_CH3I_port &&
-            MPIDI_CH3I_Send_pending()) {
-            poller_sleep(0, 0); /* 1 ms, as below: the ACKs that end the send wake nobody */
-        } else if (MPIR_IS_THREADED && waited >= spin + yield && MPIDI_CH3I_port &&
-                   PSP_PortIdle(MPIDI_CH3I_port, &ticket)) {
-            poller_sleep(1, ticket);
-        } else if (MPIR_IS_THREADED) {
-            MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-            if (waited >= spin)
-                sched_yield();
-        } else if (waited >= spin + yield && MPIDI_CH3I_port && MPIDI_CH3I_Send_pending()) {
+        int may_sleep = waited >= spin + yield && MPIDI_CH3I_port; /* past spin and yield */
+        if (MPIR_IS_THREADED) {
+            if (may_sleep && MPIDI_CH3I_Send_pending()) {
+                poller_sleep(0, 0); /* 1 ms, as below: the ACKs that end the send wake nobody */
+            } else if (may_sleep && PSP_PortIdle(MPIDI_CH3I_port, &ticket)) {
+                poller_sleep(1, ticket);
+            } else {
+                MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+                if (waited >= spin)
+                    sched_yield();
+            }
+        } else if (may_sleep && MPIDI_CH3I_Send_pending()) {
             /* A send still in PULC's hands ends with the peer's ACKs (its receiver may have
              * gone off to compute: they come when psid's NIC thread runs there), which wake
              * nobody: sleep 1 ms, then look (the next pass takes them).  PSRS between two
@@ -244,7 +245,7 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
              * 19 ms like its receiver with this. */
             struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
-        } else if (waited >= spin + yield && MPIDI_CH3I_port) {
+        } else if (may_sleep) {
             /* Asleep until something arrives for our port (PULC spins and yields briefly
              * first); a bounded sleep, so hooks and sends run now and then. */
             mpi_errno = lost_sends();
