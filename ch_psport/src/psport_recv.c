@@ -41,9 +41,13 @@ typedef struct psport_take {
     _Alignas(16) unsigned char inl[MPIDI_CH3I_TAKE_INLINE];
 } psport_take_t;
 
-/* A packet recorded by the watcher. */
+/* A packet recorded by the watcher.  Records stay where they are until handled, so a handler
+ * gets the packet in place: handlers may make PULC progress, which records more packets, and
+ * the records used to live in an array that could move, so each packet was copied twice on
+ * its way to CH3 (osu_mbw_mr's receiver spent a tenth of its time in that function). */
 typedef struct psport_pkt {
-    MPIDI_VC_t *vc; /* NULL: handled (slot to be removed) */
+    struct psport_pkt *next;
+    MPIDI_VC_t *vc;
     PSP_PortId src;
     uint32_t seq;
     uint32_t len;          /* payload bytes */
@@ -51,8 +55,8 @@ typedef struct psport_pkt {
     MPIDI_CH3_Pkt_t pkt;
 } psport_pkt_t;
 
-static psport_pkt_t *pkts; /* in arrival order */
-static size_t npkts, cap_pkts;
+static psport_pkt_t *pkt_head, *pkt_tail; /* in arrival order */
+static psport_pkt_t *free_pkts;
 static int record_failed; /* the watcher ran out of memory: look at the queue again */
 
 static psport_take_t *takes, *free_takes;
@@ -118,17 +122,19 @@ static PSP_Request *watch(const PSP_MsgInfo *m, void *arg, void **buf, uint32_t 
     MPIDI_PG_Get_vc(MPIDI_Process.my_pg, w.src_rank, &vc);
     if (w.seq != vc->ch.claim_seq)
         return NULL; /* recorded before */
-    if (npkts == cap_pkts) {
-        size_t c = cap_pkts ? 2 * cap_pkts : 64;
-        psport_pkt_t *n = MPL_realloc(pkts, c * sizeof *n, MPL_MEM_BUFFER);
-        if (!n) {
-            record_failed = 1;
-            return NULL;
-        }
-        pkts = n;
-        cap_pkts = c;
+    psport_pkt_t *p = free_pkts;
+    if (p)
+        free_pkts = p->next;
+    else if (!(p = MPL_malloc(sizeof *p, MPL_MEM_BUFFER))) {
+        record_failed = 1;
+        return NULL;
     }
-    psport_pkt_t *p = &pkts[npkts++];
+    p->next = NULL;
+    if (pkt_tail)
+        pkt_tail->next = p;
+    else
+        pkt_head = p;
+    pkt_tail = p;
     p->vc = vc;
     p->src = m->src;
     p->seq = w.seq;
@@ -190,17 +196,24 @@ void MPIDI_CH3I_Recv_finalize(void)
     if (watcher_posted)
         PSP_Cancel(&watcher);
     watcher_posted = 0;
-    for (size_t i = 0; i < npkts; i++)
-        if (pkts[i].vc && pkts[i].bounce && PSP_IsComplete(&pkts[i].bounce->preq))
-            take_put(pkts[i].bounce); /* one still in PULC's hands is left to it */
+    for (psport_pkt_t *p = pkt_head; p; p = p->next)
+        if (p->bounce && PSP_IsComplete(&p->bounce->preq))
+            take_put(p->bounce); /* one still in PULC's hands is left to it */
     while (free_takes) {
         psport_take_t *t = free_takes;
         free_takes = t->next;
         MPL_free(t);
     }
-    MPL_free(pkts);
-    pkts = NULL;
-    npkts = cap_pkts = 0;
+    if (pkt_tail) { /* unhandled records join the free ones */
+        pkt_tail->next = free_pkts;
+        free_pkts = pkt_head;
+    }
+    pkt_head = pkt_tail = NULL;
+    while (free_pkts) {
+        psport_pkt_t *p = free_pkts;
+        free_pkts = p->next;
+        MPL_free(p);
+    }
 }
 
 /* Post a take for a recorded message into buf (len bytes); the watcher moves behind it, as
@@ -275,7 +288,7 @@ fn_fail:
 }
 
 /* Hand a packet whose message the watcher took (data in b->tmp) to CH3, with its data. */
-static int handle_bounced(const psport_pkt_t *p, MPIDI_CH3_Pkt_t *pkt)
+static int handle_bounced(psport_pkt_t *p, MPIDI_CH3_Pkt_t *pkt)
 {
     int mpi_errno = MPI_SUCCESS;
     psport_take_t *b = p->bounce;
@@ -298,23 +311,23 @@ fn_fail:
     return mpi_errno;
 }
 
-/* Hand one recorded packet to CH3, then take its message. */
-static int handle(const psport_pkt_t *p)
+/* Hand one recorded packet (no longer listed) to CH3 in place, then take its message. */
+static int handle(psport_pkt_t *p)
 {
     int mpi_errno = MPI_SUCCESS;
-    MPIDI_CH3_Pkt_t pkt = p->pkt;
+    MPIDI_CH3_Pkt_t *pkt = &p->pkt;
     MPIR_Request *rreq = NULL;
     /* Connections are implicit: a peer that sent to us is connected, even if we never sent
      * to it (CH3's close protocol at MPI_Finalize expects it active). */
     if (p->vc->state == MPIDI_VC_STATE_INACTIVE)
         MPIDI_CHANGE_VC_STATE(p->vc, ACTIVE);
     intptr_t buflen = 0; /* the data is still in PULC: handlers set up an iov for it */
-    MPIR_ERR_CHKANDJUMP1(pkt.type < 0 || pkt.type >= MPIDI_CH3_PKT_END_ALL ||
-                             !MPIDI_CH3I_pktArray[pkt.type],
-                         mpi_errno, MPI_ERR_OTHER, "**invalidpkt", "**invalidpkt %d", pkt.type);
+    MPIR_ERR_CHKANDJUMP1(pkt->type < 0 || pkt->type >= MPIDI_CH3_PKT_END_ALL ||
+                             !MPIDI_CH3I_pktArray[pkt->type],
+                         mpi_errno, MPI_ERR_OTHER, "**invalidpkt", "**invalidpkt %d", pkt->type);
     if (p->bounce)
-        return handle_bounced(p, &pkt);
-    mpi_errno = MPIDI_CH3I_pktArray[pkt.type](p->vc, &pkt, NULL, &buflen, &rreq);
+        return handle_bounced(p, pkt);
+    mpi_errno = MPIDI_CH3I_pktArray[pkt->type](p->vc, pkt, NULL, &buflen, &rreq);
     MPIR_ERR_CHECK(mpi_errno);
 
     psport_take_t *t = take_get();
@@ -373,31 +386,35 @@ int MPIDI_CH3I_Recv_progress(int *made)
     }
 
     /* Recorded packets, in order per sender; a sender whose data is being received waits.
-     * Handlers may make PULC progress, which records more packets behind these (pkts may
-     * move), so slots are addressed by index. */
+     * Handlers may make PULC progress, which records more packets behind these (at the
+     * tail): a record is unlinked before it is handled, and the walk goes on from the one
+     * before it, which stays. */
     int held = 0;
-    for (size_t i = 0; i < npkts; i++) {
-        if (!pkts[i].vc || pkts[i].vc->ch.recv_busy)
-            continue;
-        if (pkts[i].bounce && !PSP_IsComplete(&pkts[i].bounce->preq)) {
-            pkts[i].vc->ch.recv_busy = 2; /* still arriving: this sender waits this turn */
-            held = 1;
+    for (psport_pkt_t *prev = NULL, *p = pkt_head; p; p = prev ? prev->next : pkt_head) {
+        if (p->vc->ch.recv_busy || (p->bounce && !PSP_IsComplete(&p->bounce->preq))) {
+            if (!p->vc->ch.recv_busy) {
+                p->vc->ch.recv_busy = 2; /* still arriving: this sender waits this turn */
+                held = 1;
+            }
+            prev = p;
             continue;
         }
-        psport_pkt_t p = pkts[i];
-        pkts[i].vc = NULL;
+        if (prev)
+            prev->next = p->next;
+        else
+            pkt_head = p->next;
+        if (pkt_tail == p)
+            pkt_tail = prev;
         *made = 1;
-        mpi_errno = handle(&p);
+        mpi_errno = handle(p);
+        p->next = free_pkts;
+        free_pkts = p;
         MPIR_ERR_CHECK(mpi_errno);
     }
-    size_t k = 0;
-    for (size_t j = 0; j < npkts; j++)
-        if (pkts[j].vc) {
-            if (held && pkts[j].vc->ch.recv_busy == 2)
-                pkts[j].vc->ch.recv_busy = 0;
-            pkts[k++] = pkts[j];
-        }
-    npkts = k;
+    if (held)
+        for (psport_pkt_t *p = pkt_head; p; p = p->next)
+            if (p->vc->ch.recv_busy == 2)
+                p->vc->ch.recv_busy = 0;
 
     if (record_failed) { /* look at the whole queue again */
         record_failed = 0;
