@@ -68,6 +68,7 @@ static const struct psp_setting table[] = {
     {"PSP_PREFAULT",         "1",      "pulc", "at attach, map the NIC image's pages this process will use and touch the link's receive ring, not during its first large messages (0: as they are touched)"},
     {"PSP_LOCAL_DIRECT",     "32768",  "pulc", "local messages above this size are copied once by the receiver"},
     {"PSP_LOCAL_RING_MAX",   "4096",   "pulc", "local messages with this many bytes or fewer (extra header included) pass a lock-free ring (0: never)"},
+    {"PSP_WAKE_FENCE",       "light",  "pulc", "local sends: light = only a receiver going to sleep fences every CPU (membarrier), full = a full fence at every send (also where the kernel lacks the barrier)"},
     {"PSP_TX_AT_POST",       "1",      "pulc", "psid's NIC: a send to another node whose way is idle (nothing queued or unacknowledged) leaves at its post if the NIC is free and no other post did in the last 20 us with no progress pass since (0: at the next pass)"},
     {"PSP_PARTITION",        "",       "pulc", "nodes a job may use (ids, 0-2, hosts, IPs, n[1-4]); empty = PSP_HOSTFILE, Slurm, PBS"},
     {"PSP_HOSTFILE",         "",       "pulc", "partition file, one host per line; empty = SLURM_JOB_NODELIST, then PBS_NODEFILE"},

@@ -7,6 +7,7 @@ include_HEADERS = pulc/include/pulc.h
 pulc_libpulc_la_SOURCES = \
 	pulc/src/area.c pulc/src/area.h pulc/src/marea.c pulc/src/marea.h \
 	pulc/src/lring.c pulc/src/lring.h pulc/src/local.c \
+	pulc/src/wakefence.c pulc/src/wakefence.h \
 	pulc/src/proto.c pulc/src/proto.h pulc/src/port.c pulc/src/pulc_int.h \
 	pulc/src/stream.c \
 	pulc/src/raw_rx.c pulc/src/rawdata.c \

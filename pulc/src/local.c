@@ -9,12 +9,14 @@
 
 #include "lring.h"
 #include "pulc_int.h"
+#include "wakefence.h"
 
 /* Wake the receiver only if it sleeps: the store of the ring's head must be visible before
- * we read sleepers, as the sleeper counts itself before it looks at the rings (pulc_wait). */
-static void ring_wake(struct pulc_area *a, uint32_t p)
+ * we read sleepers, as the sleeper counts itself before it looks at the rings (pulc_wait);
+ * wakefence.h says how, light or full. */
+static void ring_wake(struct pulc_area *a, uint32_t p, int light_fence)
 {
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    pulc_wakefence_send(light_fence);
     if (__atomic_load_n(&pulc_port_at(a, p)->sleepers, __ATOMIC_RELAXED))
         pulc_port_wake(a, p);
 }
@@ -94,12 +96,13 @@ static uint32_t peer_ring(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, 
 
 /* Put a message of msg_id through ring to port dest (peer: its entry): 1 done, 0 no room.
  * Inlined: it is most of the path of a small local send, taken once per message. */
-static inline __attribute__((always_inline)) int ring_send(struct pulc_area *a, PSP_Port *port,
+static inline __attribute__((always_inline)) int ring_send(struct pulc_proc *P, PSP_Port *port,
                                                            PSP_PortId dest, uint32_t ring,
                                                            struct pulc_lpeer *peer, uint32_t msg_id,
                                                            const void *xhdr, uint16_t xlen,
                                                            const void *buf, uint32_t len)
 {
+    struct pulc_area *a = P->node.area;
     if (!pulc_ring_put(a, ring, &peer->tail_seen, PULC_RENT_MSG, msg_id, xhdr, xlen, buf, len, 0))
         return 0;
     /* Streaming (no ring message taken since the last send here): claim the lines the next
@@ -107,7 +110,7 @@ static inline __attribute__((always_inline)) int ring_send(struct pulc_area *a, 
     if (peer->activity == port->activity && pulc_rent_size(xlen, len) <= PULC_RING_CLAIM_MAX)
         pulc_ring_claim_ahead(a, ring, peer->tail_seen);
     peer->activity = port->activity;
-    ring_wake(a, PSP_PORTID_NUMBER(dest));
+    ring_wake(a, PSP_PORTID_NUMBER(dest), P->light_fence);
     return 1;
 }
 
@@ -121,7 +124,7 @@ int pulc_local_send(struct pulc_proc *P, PSP_Request *r, int *locked,
     if (P->ring_max && r->p_kind == PSP_PORT_D)
         ring = peer_ring(P, r->p_port, r->p_dest, locked, &peer);
     if (ring != PULC_NONE && (uint32_t)r->xlen + r->len <= P->ring_max)
-        return ring_send(a, r->p_port, r->p_dest, ring, peer, r->p_msg_id, r->p_xhdr, r->xlen,
+        return ring_send(P, r->p_port, r->p_dest, ring, peer, r->p_msg_id, r->p_xhdr, r->xlen,
                          r->p_sbuf, r->len)
                    ? 2
                    : 0;
@@ -143,7 +146,7 @@ int pulc_local_send_now(struct pulc_proc *P, PSP_Port *port, PSP_PortId dest, ui
         if (ring == PULC_NONE)
             return 0;
     }
-    return ring_send(a, port, dest, ring, peer, msg_id, xhdr, xlen, buf, len);
+    return ring_send(P, port, dest, ring, peer, msg_id, xhdr, xlen, buf, len);
 }
 
 /* The receive a new message is offered to: the first one posted and not yet matched. */
@@ -267,6 +270,20 @@ int pulc_local_ready(struct pulc_proc *P, PSP_Port *port)
         struct pulc_ring *ring = pulc_ring_at(a, port->rx_rings[k]);
         if (__atomic_load_n(&ring->head, __ATOMIC_ACQUIRE) != ring->tail)
             return 1;
+    }
+    return 0;
+}
+
+int pulc_local_ready_shared(struct pulc_area *a, uint32_t port_idx)
+{
+    uint32_t n = 0, max = a->cfg.rings;
+    for (uint32_t i = __atomic_load_n(&pulc_port_at(a, port_idx)->rings, __ATOMIC_ACQUIRE);
+         i != PULC_NONE && i < max && n < max; n++) {
+        struct pulc_ring *ring = pulc_ring_at(a, i);
+        if (__atomic_load_n(&ring->head, __ATOMIC_ACQUIRE) !=
+            __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE))
+            return 1;
+        i = __atomic_load_n(&ring->next, __ATOMIC_ACQUIRE);
     }
     return 0;
 }

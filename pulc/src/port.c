@@ -22,6 +22,7 @@
 #include "psk_dev.h"
 #include "pulc_int.h"
 #include "settings.h"
+#include "wakefence.h"
 
 static struct pulc_proc proc;
 static int proc_ready;
@@ -61,6 +62,7 @@ struct pulc_proc *pulc_proc(int *err)
     proc.tx_at_post = (int)tx_at_post;
     uint32_t fits = pulc_ring_max(h->area);
     proc.ring_max = ring_max < fits ? (uint32_t)ring_max : fits;
+    proc.light_fence = pulc_wakefence_register();
     proc_ready = 1;
     return &proc;
 }
@@ -992,12 +994,17 @@ static int kernel_sleep(struct pulc_proc *P, PSP_Port *port, int (*done)(void *)
     struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
     int rc = 0;
     __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
+    uint64_t slice = 100000000u; /* re-check every 100 ms anyway */
     uint32_t rx_seen = __atomic_load_n(&P->node.img->rx_event, __ATOMIC_ACQUIRE);
     uint32_t ev = __atomic_load_n(&pt->event, __ATOMIC_SEQ_CST);
     struct mcp_rx_desc d;
-    if (ev == port->seen_event && !P->rsend_head && !P->lsend_head &&
-        !mcp_recv_peek(P->node.img, &d) && !pulc_local_ready(P, port) && !done(arg)) {
-        uint64_t slice = 100000000u; /* re-check every 100 ms anyway */
+    int quiet = ev == port->seen_event && !P->rsend_head && !P->lsend_head;
+    if (quiet) { /* the sleepers' fence, then the rings: only when we would sleep */
+        if (pulc_wakefence_sleep() < 0)
+            slice = 1000000u; /* a light sender may not see us: look again soon */
+        quiet = !mcp_recv_peek(P->node.img, &d) && !pulc_local_ready(P, port) && !done(arg);
+    }
+    if (quiet) {
         if (left_ns < slice)
             slice = left_ns;
         rc = pulc_hal_kick(h);
@@ -1073,8 +1080,15 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
         struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
         uint32_t seen = __atomic_load_n(&pt->event, __ATOMIC_ACQUIRE);
         __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
-        if (port_quiet(P, port, seen) && !done(arg)) {
-            uint64_t left = end - now, slice = 100000000u; /* re-check every 100 ms anyway */
+        uint64_t slice = 100000000u; /* re-check every 100 ms anyway */
+        int quiet = port_quiet(P, port, seen) && !done(arg);
+        if (quiet) { /* the sleepers' fence, then the last look: only when we would sleep */
+            if (pulc_wakefence_sleep() < 0)
+                slice = 1000000u; /* a light sender may not see us: look again soon */
+            quiet = port_quiet(P, port, seen) && !done(arg);
+        }
+        if (quiet) {
+            uint64_t left = end - now;
             nap_on_event(P, pt, seen, left < slice ? left : slice);
         } else if (P->rsend_head || P->lsend_head) {
             __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
@@ -1163,8 +1177,17 @@ int PSP_SleepPort(PSP_Port *port, uint32_t ticket, int timeout_ms)
         return -ENOTCONN;
     struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
     __atomic_add_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&pt->event, __ATOMIC_SEQ_CST) == ticket && timeout_ms > 0)
-        nap_on_event(P, pt, ticket, (uint64_t)timeout_ms * 1000000u);
+    uint64_t ns = (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+    /* The ticket's look at the rings came before we counted ourselves: a message put in
+     * between woke nobody, so after the sleepers' fence look at them again (from the
+     * shared area alone). */
+    if (__atomic_load_n(&pt->event, __ATOMIC_SEQ_CST) == ticket && ns) {
+        if (pulc_wakefence_sleep() < 0 && ns > 1000000u)
+            ns = 1000000u; /* a light sender may not see us: look again soon */
+        if (__atomic_load_n(&pt->event, __ATOMIC_SEQ_CST) == ticket &&
+            !pulc_local_ready_shared(P->node.area, port->idx))
+            nap_on_event(P, pt, ticket, ns);
+    }
     __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
     return 0;
 }

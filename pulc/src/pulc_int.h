@@ -68,6 +68,7 @@ struct pulc_proc {
     PSP_Request *lsend_head, *lsend_tail; /* local sends not complete, in order */
     uint32_t local_direct;                /* PSP_LOCAL_DIRECT */
     uint32_t ring_max;                    /* PSP_LOCAL_RING_MAX within what the rings take */
+    int light_fence;                      /* ring sends fence lightly (wakefence.h) */
     int tx_at_post;                       /* PSP_TX_AT_POST */
     uint64_t at_post_ns; /* when a remote post last ran the firmware; 0 after a progress pass */
     uint64_t remote_ns;  /* last time we sent to or received from another node */
@@ -223,6 +224,11 @@ int pulc_local_move_locked(struct pulc_proc *P, PSP_Port *port);
 
 /* Receiver: 1 when a ring of port holds something or its ring list changed (do not sleep). */
 int pulc_local_ready(struct pulc_proc *P, PSP_Port *port);
+
+/* Whether a ring to port port_idx holds an entry, read from the shared area alone (the ring
+ * list as it is now, without the area lock): for a sleeper whose other threads may be in
+ * the library meanwhile (PSP_SleepPort). */
+int pulc_local_ready_shared(struct pulc_area *a, uint32_t port_idx);
 
 /* The port closes: forget its peers and rings (the area side is pulc_port_close_locked). */
 void pulc_local_forget(PSP_Port *port);

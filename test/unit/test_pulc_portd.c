@@ -446,8 +446,12 @@ TEST(sleep_port_ends_at_its_timeout_at_a_wake_and_when_a_message_arrives)
     CHECK(PSP_Progress() >= 0, "progress");
     CHECK_EQ_I64(PSP_PortIdle(p, &ticket), 1);
     CHECK_EQ_I64(seen, 0);
-    /* a message ends the sleep (between nodes: psid's NIC thread delivers it meanwhile) */
+    /* a message ends the sleep (between nodes: psid's NIC thread delivers it meanwhile).  On
+     * one node it is in the ring before we sleep: the ticket's look at the rings came before
+     * it, and its sender saw no sleeper, so the sleep must look at the rings itself. */
     REQUIRE(write(go[1], "g", 1) == 1, "pipe");
+    if (!peer_is_remote())
+        usleep(100000);
     t0 = ms_now();
     CHECK_OK(PSP_SleepPort(p, ticket, 20000));
     CHECK(ms_now() - t0 < 10000, "a message: slept %llu ms", (unsigned long long)(ms_now() - t0));
@@ -903,6 +907,84 @@ TEST(local_ring_full_sender_waits_and_a_sleeping_receiver_is_woken)
           late[LATE_N / 2], limit);
     printf("# a sleeping receiver got its message %.3f ms after the send (median of %d)\n",
            late[LATE_N / 2], LATE_N);
+    PSP_ClosePort(p);
+}
+
+#define WAKE_N      3000
+#define WAKE_MAX_MS 50.0
+
+/*
+ * A local sender puts its message into the ring and then looks whether the receiver sleeps;
+ * the receiver counts itself a sleeper and then looks at its rings (wakefence.h: senders
+ * fence lightly, a sleeper fences every CPU).  With PSP_SPIN_US and PSP_YIELD_US 0 the
+ * receiver goes to sleep at every wait, and the sender's pauses (0-200 us) put its sends
+ * before, into and after that moment.  A message that woke nobody waits for the sleeper's
+ * re-check: 100 ms in PSP_Receive, 200 ms in the PSP_SleepPort used here (every other
+ * message), so every message must arrive well within 50 ms.
+ */
+TEST(a_receiver_going_to_sleep_is_woken_by_every_local_message)
+{
+    if (peer_is_remote())
+        SKIP("local rings: one node only");
+    const char *dev = getenv("PSP_DEVICE");
+    if (dev && *dev && strcmp(dev, "none"))
+        SKIP("the kernel provider never idles a port for PSP_SleepPort");
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) {
+        uint16_t peer = as_sender();
+        PSP_Port *p = open_port(PSP_ANYPORT);
+        ready_wait();
+        unsigned seed = 12345;
+        for (uint32_t i = 0; i < WAKE_N; i++) {
+            seed = seed * 1103515245u + 12345u;
+            usleep((seed >> 8) % 200);
+            struct late_hdr x = {i, now_ms()};
+            if (send_retry(p, PSP_PORTID(peer, 118), &x, sizeof x, NULL, 0))
+                _exit(2);
+        }
+        PSP_ClosePort(p);
+        _exit(0);
+    }
+    setenv("PSP_SPIN_US", "0", 1);
+    setenv("PSP_YIELD_US", "0", 1);
+    as_receiver();
+    PSP_Port *p = open_port(118);
+    ready_post(1);
+    double worst = 0;
+    uint32_t worst_i = 0, slept = 0;
+    for (uint32_t i = 0; i < WAKE_N; i++) {
+        struct late_hdr x = {UINT32_MAX, 0};
+        PSP_Request r;
+        if (i & 1) { /* an MPI channel's poller thread: idle, then asleep on the port */
+            REQUIRE(PSP_IReceive(p, &x, sizeof x, NULL, 0, NULL, NULL, &r) == 0, "post %u", i);
+            while (!PSP_IsComplete(&r)) {
+                REQUIRE(PSP_Progress() >= 0, "progress");
+                uint32_t ticket;
+                if (!PSP_IsComplete(&r) && PSP_PortIdle(p, &ticket)) {
+                    slept++;
+                    PSP_SleepPort(p, ticket, 200);
+                }
+            }
+        } else {
+            REQUIRE(PSP_Receive(p, &x, sizeof x, NULL, 0, NULL, NULL, &r) == 0, "receive %u", i);
+        }
+        double late = now_ms() - x.sent_ms;
+        REQUIRE(x.i == i, "message %u came where %u was due", x.i, i);
+        if (late > worst) {
+            worst = late;
+            worst_i = i;
+        }
+    }
+    CHECK_EQ_I64(reap(pid), 0);
+    printf("# %d messages to a receiver that sleeps at once: the latest came %.3f ms after its "
+           "send (message %u); %u sleeps on the port\n",
+           WAKE_N, worst, worst_i, slept);
+    CHECK(worst < WAKE_MAX_MS, "message %u came %.1f ms after its send (limit %.0f ms)", worst_i,
+          worst, WAKE_MAX_MS);
+    CHECK(slept > 0, "the receiver never slept on its port");
+    unsetenv("PSP_SPIN_US");
+    unsetenv("PSP_YIELD_US");
     PSP_ClosePort(p);
 }
 
