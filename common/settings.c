@@ -65,6 +65,7 @@ static const struct psp_setting table[] = {
     {"PSP_DEVICE",           "",       "pulc", "kernel provider device; empty = /dev/psport if it exists, else psid; none = psid"},
     {"PSP_SPIN_US",          "50",     "pulc", "waiting: poll this long before yielding"},
     {"PSP_YIELD_US",         "2000",   "pulc", "waiting: then poll and yield this long before sleeping"},
+    {"PSP_YIELD_MOVE",       "1",      "pulc", "waiting: when yields keep handing the CPU to another task, move once to the next CPU of the affinity mask (at most every 20 ms, less often while that does not help; 0: never)"},
     {"PSP_PREFAULT",         "1",      "pulc", "at attach, map the NIC image's pages this process will use and touch the link's receive ring, not during its first large messages (0: as they are touched)"},
     {"PSP_LOCAL_DIRECT",     "32768",  "pulc", "local messages above this size are copied once by the receiver"},
     {"PSP_LOCAL_RING_MAX",   "4096",   "pulc", "local messages with this many bytes or fewer (extra header included) pass a lock-free ring (0: never)"},

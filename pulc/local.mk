@@ -7,7 +7,7 @@ include_HEADERS = pulc/include/pulc.h
 pulc_libpulc_la_SOURCES = \
 	pulc/src/area.c pulc/src/area.h pulc/src/marea.c pulc/src/marea.h \
 	pulc/src/lring.c pulc/src/lring.h pulc/src/local.c \
-	pulc/src/wakefence.c pulc/src/wakefence.h \
+	pulc/src/wakefence.c pulc/src/wakefence.h pulc/src/yield.c \
 	pulc/src/proto.c pulc/src/proto.h pulc/src/port.c pulc/src/pulc_int.h \
 	pulc/src/stream.c \
 	pulc/src/raw_rx.c pulc/src/rawdata.c \
@@ -59,6 +59,12 @@ test_unit_pulc_attach_client_abi99_LDADD = pulc/libpulc.la
 test_unit_pulc_attach_client_abi99_LDFLAGS = -no-install
 
 # Port-D tests against a running psid (test/integration/pulc-ports).
+check_PROGRAMS += test/unit/test_yield
+test_unit_test_yield_SOURCES = test/unit/test_yield.c test/harness.h
+test_unit_test_yield_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test
+test_unit_test_yield_LDADD = pulc/libpulc.la
+test_unit_test_yield_LDFLAGS = -no-install
+
 check_PROGRAMS += test/unit/test_pulc_portd
 test_unit_test_pulc_portd_SOURCES = test/unit/test_pulc_portd.c test/unit/pulc_test_roles.h test/harness.h
 test_unit_test_pulc_portd_CPPFLAGS = $(PULC_CPPFLAGS) -I$(top_srcdir)/test

@@ -202,6 +202,20 @@ int PSP_PortIdle(PSP_Port *port, uint32_t *ticket);
 int PSP_SleepPort(PSP_Port *port, uint32_t ticket, int timeout_ms);
 void PSP_WakePort(PSP_Port *port);
 
+/*
+ * What a polling waiter calls instead of sched_yield() (PULC's own waits do): it yields,
+ * and when the yields keep handing the CPU to another task (another rank polling on the same
+ * CPU), it moves the calling thread once to the next CPU of its affinity mask, keeping the
+ * mask, at most every 20 ms, less often while that does not help (PSP_YIELD_MOVE=0: never).  Needs
+ * no PSP_Init. PSP_YieldShared: 1 for a millisecond after one of the calling thread's yields handed
+ * the CPU to another task, so that spinning only keeps that task (perhaps the peer we wait for) off
+ * the CPU: a waiter then yields at once instead of spinning first. PSP_YieldMoves: how many such
+ * moves the process made (all threads).
+ */
+void PSP_Yield(void);
+int PSP_YieldShared(void);
+unsigned PSP_YieldMoves(void);
+
 /* Cancel a posted receive not yet matched: 0 (req->error = -ECANCELED), else -EBUSY. */
 int PSP_Cancel(PSP_Request *req);
 

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -770,7 +769,7 @@ static void take_direct(struct pulc_proc *P, PSP_Port *port, PSP_Request *r)
                 break;
             }
             if (!help_sends(P) && spin > 64)
-                sched_yield();
+                PSP_Yield();
         }
         if (!err)
             err = __atomic_load_n(&m->copy_err, __ATOMIC_ACQUIRE);
@@ -1013,7 +1012,7 @@ static int kernel_sleep(struct pulc_proc *P, PSP_Port *port, int (*done)(void *)
         if (rc == -ETIMEDOUT || rc == -EINTR)
             rc = 0;
     } else if (P->rsend_head || P->lsend_head) {
-        sched_yield();
+        PSP_Yield();
     }
     __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
     return rc < 0 ? rc : 0;
@@ -1062,10 +1061,10 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
         if (now >= end)
             return -ETIMEDOUT;
         uint64_t waited = now - t0;
-        if (waited < h->spin_ns)
-            continue;
+        if (waited < h->spin_ns && !PSP_YieldShared())
+            continue; /* spin, unless the CPU is shared: then the spin keeps others off it */
         if (waited < h->spin_ns + h->yield_ns || !port) {
-            sched_yield();
+            PSP_Yield();
             continue;
         }
         if (h->kernel) {
@@ -1092,7 +1091,7 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
             nap_on_event(P, pt, seen, left < slice ? left : slice);
         } else if (P->rsend_head || P->lsend_head) {
             __atomic_sub_fetch(&pt->sleepers, 1, __ATOMIC_SEQ_CST);
-            sched_yield();
+            PSP_Yield();
             now = mcp_now_ns();
             continue;
         }
