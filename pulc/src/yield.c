@@ -15,9 +15,9 @@
  * the other CPU instead), the thread moves itself to the next CPU of its affinity mask and
  * keeps the mask (no pinning), if a coin says so (two threads reaching their numbers together
  * moved together), and at most every MOVE_GAP_MIN, doubling while the windows stay busy (on an
- * oversubscribed node every CPU is busy and moving helps nobody).  A CPU counts as shared for
- * SHARED_HOLD_NS after a yield that switched (PSP_YieldShared).  PSP_YIELD_MOVE=0 leaves it
- * all to the kernel.
+ * oversubscribed node every CPU is busy and moving helps nobody).  A CPU counts as shared
+ * after a yield that switched until SHARED_HOLD yields in a row did not (PSP_YieldShared).
+ * PSP_YIELD_MOVE=0 leaves it all to the kernel.
  */
 #include <sched.h>
 #include <stdint.h>
@@ -29,15 +29,19 @@
 #include "pulc.h"
 #include "settings.h"
 
-#define WINDOW_NS      10000000ull   /* switching yields are counted in windows this long */
-#define MOVE_GAP_MIN   20000000ull   /* a thread moves at most this often ... */
-#define MOVE_GAP_MAX   5000000000ull /* ... doubling while its windows stay busy, to this */
-#define SHARED_HOLD_NS 1000000ull    /* after a switching yield, the CPU counts as shared */
+#define WINDOW_NS    10000000ull   /* switching yields are counted in windows this long */
+#define MOVE_GAP_MIN 20000000ull   /* a thread moves at most this often ... */
+#define MOVE_GAP_MAX 5000000000ull /* ... doubling while its windows stay busy, to this */
+#define SHARED_HOLD  8 /* after a switching yield the CPU counts as shared for this many more */
 
 static int move_setting = -1;     /* PSP_YIELD_MOVE, read at the first yield */
 static unsigned switches_to_move; /* this process's number of switching yields in a window */
-static __thread uint64_t window_start, shared_until, last_move_ns, move_gap, coin;
-static __thread unsigned window_switches;
+/* Initial-exec: PSP_YieldShared runs at every pass of a waiter's loop, and the general model
+ * made each read a call (__tls_get_addr, 2 % of osu_mbw_mr's sender).  libpulc is linked, not
+ * loaded later, so its few bytes come from the static TLS block. */
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+static TLS uint64_t window_start, last_move_ns, move_gap, coin;
+static TLS unsigned window_switches, shared_left;
 static unsigned moves; /* of every thread, for PSP_YieldMoves() */
 
 static uint64_t now_ns(void)
@@ -93,10 +97,13 @@ void PSP_Yield(void)
     long before = involuntary_switches();
     sched_yield();
     long after = involuntary_switches();
-    if (before < 0 || after <= before)
+    if (before < 0 || after <= before) {
+        if (shared_left)
+            shared_left--;
         return;
+    }
+    shared_left = SHARED_HOLD;
     uint64_t now = now_ns();
-    shared_until = now + SHARED_HOLD_NS;
     if (now - window_start > WINDOW_NS) {
         if (window_switches < switches_to_move)
             move_gap = MOVE_GAP_MIN; /* the last window was calm */
@@ -126,7 +133,7 @@ void PSP_Yield(void)
 
 int PSP_YieldShared(void)
 {
-    return shared_until && now_ns() < shared_until;
+    return shared_left != 0;
 }
 
 unsigned PSP_YieldMoves(void)
