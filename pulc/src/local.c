@@ -107,10 +107,14 @@ static inline __attribute__((always_inline)) int ring_send(struct pulc_proc *P, 
         return 0;
     /* Streaming (no ring message taken since the last send here): claim the lines the next
      * entries go to.  Not in a ping-pong, whose latency the claim would cost. */
-    if (peer->activity == port->activity && pulc_rent_size(xlen, len) <= PULC_RING_CLAIM_MAX)
+    int streaming = peer->activity == port->activity;
+    if (streaming && pulc_rent_size(xlen, len) <= PULC_RING_CLAIM_MAX)
         pulc_ring_claim_ahead(a, ring, peer->tail_seen);
     peer->activity = port->activity;
-    ring_wake(a, PSP_PORTID_NUMBER(dest), P->light_fence);
+    /* The light fence only while streaming: in a ping-pong the full one was 5 ns faster (8 B
+     * on one node, 6 alternating runs: 129-135 against 134-139 ns one way), the sender
+     * having nothing to do but wait for the answer anyway. */
+    ring_wake(a, PSP_PORTID_NUMBER(dest), P->light_fence && streaming);
     return 1;
 }
 

@@ -1041,7 +1041,7 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
     struct pulc_hal *h = P->h;
     uint64_t t0 = mcp_now_ns(), now = t0;
     uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000u;
-    int moved = 0;
+    int moved = 0, shared = 0; /* PSP_YieldShared(), asked with the clock and after yields */
     for (unsigned turn = 0;; turn++) {
         int rc = pulc_progress(P);
         if (rc < 0)
@@ -1051,6 +1051,7 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
         moved |= rc;
         if ((turn & 15) == 0) {
             now = mcp_now_ns();
+            shared = PSP_YieldShared();
             /* Traffic moving is not waiting: spin and yield count from when it stops.  A
              * long transfer (4 MiB both ways between two nodes) otherwise slept every
              * PSP_SPIN_US + PSP_YIELD_US and left the firmware to psid's NIC thread. */
@@ -1061,10 +1062,11 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
         if (now >= end)
             return -ETIMEDOUT;
         uint64_t waited = now - t0;
-        if (waited < h->spin_ns && !PSP_YieldShared())
+        if (waited < h->spin_ns && !shared)
             continue; /* spin, unless the CPU is shared: then the spin keeps others off it */
         if (waited < h->spin_ns + h->yield_ns || !port) {
             PSP_Yield();
+            shared = PSP_YieldShared();
             continue;
         }
         if (h->kernel) {
