@@ -6,8 +6,9 @@
  * Each side's store must be visible before its load, or both miss each other and the
  * receiver sleeps with a message waiting.  A full fence on every send stalls the sender
  * until its ring store has left for the receiver's cache: osu_mbw_mr on one node spent most
- * of the send path there.  So the fence is asymmetric where the kernel allows it: senders
- * only keep the compiler from reordering, and a receiver about to sleep runs
+ * of the send path there.  So the fence is asymmetric where the kernel allows it: streaming
+ * senders only keep the compiler from reordering (a ping-pong's send keeps the full fence,
+ * which was faster there: local.c), and a receiver about to sleep runs
  * membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), which puts a full fence into every CPU that
  * runs a registered process at that moment.  Sleeping is rare (after PSP_SPIN_US +
  * PSP_YIELD_US of waiting), sending is not.  PSP_WAKE_FENCE=full keeps the full fence.
