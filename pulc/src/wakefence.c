@@ -13,17 +13,20 @@
 #include "log.h"
 #include "settings.h"
 
-/* -1: not asked yet; else whether the kernel has the global expedited barrier. */
+/* -1: not asked yet; else whether the kernel has the global expedited barrier (threads may
+ * ask at once: each gets the same answer). */
 static int barrier_known = -1;
 
 static int kernel_has_barrier(void)
 {
-    if (barrier_known < 0) {
+    int known = __atomic_load_n(&barrier_known, __ATOMIC_RELAXED);
+    if (known < 0) {
         long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-        barrier_known = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
-                        (q & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED);
+        known = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+                (q & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED);
+        __atomic_store_n(&barrier_known, known, __ATOMIC_RELAXED);
     }
-    return barrier_known;
+    return known;
 }
 
 int pulc_wakefence_register(void)

@@ -34,7 +34,8 @@
 #define MOVE_GAP_MAX 5000000000ull /* ... doubling while its windows stay busy, to this */
 #define SHARED_HOLD  8 /* after a switching yield the CPU counts as shared for this many more */
 
-static int move_setting = -1;     /* PSP_YIELD_MOVE, read at the first yield */
+/* Set once, at the first yield of any thread (atomics: several may get there at once). */
+static int move_setting = -1;     /* PSP_YIELD_MOVE */
 static unsigned switches_to_move; /* this process's number of switching yields in a window */
 /* Initial-exec: PSP_YieldShared runs at every pass of a waiter's loop, and the general model
  * made each read a call (__tls_get_addr, 2 % of osu_mbw_mr's sender).  libpulc is linked, not
@@ -78,19 +79,23 @@ static void move_on(void)
     (void)sched_setaffinity(0, sizeof mask, &mask); /* on CPU `to` now; free to move again */
     __atomic_add_fetch(&moves, 1, __ATOMIC_RELAXED);
     PSP_DEBUG_LOG("yield: CPU %d ran another task at %u yields within %llu ms: moved to CPU %d",
-                  cur, switches_to_move, WINDOW_NS / 1000000ull, to);
+                  cur, __atomic_load_n(&switches_to_move, __ATOMIC_RELAXED), WINDOW_NS / 1000000ull,
+                  to);
 }
 
 void PSP_Yield(void)
 {
-    if (move_setting < 0) {
+    int setting = __atomic_load_n(&move_setting, __ATOMIC_ACQUIRE);
+    if (setting < 0) {
         char err[256];
         uint64_t v;
-        move_setting = psp_setting_u64("PSP_YIELD_MOVE", 0, 1, &v, err, sizeof err) ? 1 : (int)v;
+        setting = psp_setting_u64("PSP_YIELD_MOVE", 0, 1, &v, err, sizeof err) ? 1 : (int)v;
         uint64_t z = (uint64_t)getpid() * 0x9e3779b97f4a7c15u;
-        switches_to_move = 4 + (unsigned)((z ^ (z >> 29)) % 32u);
+        __atomic_store_n(&switches_to_move, 4 + (unsigned)((z ^ (z >> 29)) % 32u),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&move_setting, setting, __ATOMIC_RELEASE);
     }
-    if (!move_setting) {
+    if (!setting) {
         sched_yield();
         return;
     }
@@ -105,24 +110,26 @@ void PSP_Yield(void)
     shared_left = SHARED_HOLD;
     uint64_t now = now_ns();
     if (now - window_start > WINDOW_NS) {
-        if (window_switches < switches_to_move)
+        if (window_switches < __atomic_load_n(&switches_to_move, __ATOMIC_RELAXED))
             move_gap = MOVE_GAP_MIN; /* the last window was calm */
         window_start = now;
         window_switches = 0;
     }
-    if (++window_switches < switches_to_move)
+    unsigned to_move = __atomic_load_n(&switches_to_move, __ATOMIC_RELAXED);
+    if (++window_switches < to_move)
         return;
     window_switches = 0;
     window_start = now;
     if (last_move_ns && now - last_move_ns < move_gap)
         return;
-    /* A coin, too: two threads that reach their numbers together would move together. */
-    if (!coin)
-        coin = ((uint64_t)getpid() << 32 | (uint64_t)(uintptr_t)&coin) | 1;
-    coin ^= coin << 13;
-    coin ^= coin >> 7;
-    coin ^= coin << 17;
-    if (coin & 1)
+    /* A coin, too: two threads that reach their numbers together would move together
+     * (splitmix64 of the pid and the clock; a seed from the pid and a TLS address gave two
+     * ranks the same first coin, their addresses sharing the low bits). */
+    coin += 0x9e3779b97f4a7c15u ^ (coin ? 0 : ((uint64_t)getpid() << 32 ^ now));
+    uint64_t z = coin;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    if ((z ^ (z >> 31)) >> 63)
         return;
     last_move_ns = now;
     /* Busy windows after a move (every CPU busy: an oversubscribed node) move less and less. */
