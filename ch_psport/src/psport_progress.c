@@ -206,7 +206,7 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
      * passes all handle packets, reads no clock (clock_gettime was 3 % of osu_mbw_mr's
      * receiver, read at every pass that handled a packet). */
     uint64_t t0 = 0;
-    int shared = 0; /* PSP_YieldShared(), asked with the clock and after each yield */
+    int shared = PSP_YieldShared(); /* kept up to date by the yields below */
     for (unsigned turn = 0;; turn++) {
         made = 0;
         mpi_errno = pass(&made, &moved);
@@ -230,7 +230,6 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
                 t0 = now;
             moved = 0;
             waited = now - t0;
-            shared = PSP_YieldShared();
         }
         uint32_t ticket;
         int may_sleep = waited >= spin + yield && MPIDI_CH3I_port; /* past spin and yield */
@@ -241,10 +240,8 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
                 poller_sleep(1, ticket);
             } else {
                 MPID_THREAD_CS_YIELD(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-                if (waited >= spin || shared) {
-                    PSP_Yield();
-                    shared = PSP_YieldShared();
-                }
+                if (waited >= spin || shared)
+                    shared = PSP_Yield();
             }
         } else if (may_sleep && MPIDI_CH3I_Send_pending()) {
             /* A send still in PULC's hands ends with the peer's ACKs (its receiver may have
@@ -267,8 +264,7 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
             /* Past the spin, or at once while the CPU is shared (a rank that shares it with
              * the peer it waits for only keeps that peer off it by spinning: on one node
              * osu_mbw_mr ran at 4.6 MB/s so), yield. */
-            PSP_Yield();
-            shared = PSP_YieldShared();
+            shared = PSP_Yield();
         }
     }
 fn_fail:

@@ -204,16 +204,16 @@ void PSP_WakePort(PSP_Port *port);
 
 /*
  * PSP_Yield: what a polling waiter calls instead of sched_yield() (PULC's own waits do).  It
- * yields; when the yields keep handing the CPU to another task (another rank polling on the
- * same CPU), it moves the calling thread to the next CPU of its affinity mask, keeping the
- * mask, at most every 20 ms and less often while that does not help (PSP_YIELD_MOVE=0:
- * never).  Needs no PSP_Init.
+ * yields and returns PSP_YieldShared().  When the yields keep handing the CPU to another task
+ * (another rank polling on the same CPU), it moves the calling thread to the next CPU of its
+ * affinity mask, keeping the mask, at most every 20 ms and less often while that does not
+ * help (PSP_YIELD_MOVE=0: never).  Needs no PSP_Init.
  * PSP_YieldShared: 1 after one of the calling thread's yields handed the CPU to another task,
  * until eight yields in a row did not: spinning then only keeps that task (perhaps the peer
  * we wait for) off the CPU, so a waiter yields at once.  Cheap enough for every pass.
  * PSP_YieldMoves: how many such moves the process made (all threads).
  */
-void PSP_Yield(void);
+int PSP_Yield(void);
 int PSP_YieldShared(void);
 unsigned PSP_YieldMoves(void);
 

@@ -980,6 +980,13 @@ int PSP_Progress(void)
     return P ? pulc_progress(P) : err;
 }
 
+/* The sleepers' fence (wakefence.h) before a sleep of at most ns, which it returns: a
+ * millisecond when the barrier failed (a light sender may not have seen us: look again soon). */
+static uint64_t fence_for_sleep(uint64_t ns)
+{
+    return pulc_wakefence_sleep() < 0 && ns > 1000000u ? 1000000u : ns;
+}
+
 /*
  * pulc_wait's sleep with the kernel provider: nobody drains the host queue for us (the
  * module's thread delivers frames but cannot move them into ports), so sleep in the device
@@ -999,8 +1006,7 @@ static int kernel_sleep(struct pulc_proc *P, PSP_Port *port, int (*done)(void *)
     struct mcp_rx_desc d;
     int quiet = ev == port->seen_event && !P->rsend_head && !P->lsend_head;
     if (quiet) { /* the sleepers' fence, then the rings: only when we would sleep */
-        if (pulc_wakefence_sleep() < 0)
-            slice = 1000000u; /* a light sender may not see us: look again soon */
+        slice = fence_for_sleep(slice);
         quiet = !mcp_recv_peek(P->node.img, &d) && !pulc_local_ready(P, port) && !done(arg);
     }
     if (quiet) {
@@ -1041,7 +1047,7 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
     struct pulc_hal *h = P->h;
     uint64_t t0 = mcp_now_ns(), now = t0;
     uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000u;
-    int moved = 0, shared = 0; /* PSP_YieldShared(), asked with the clock and after yields */
+    int moved = 0, shared = PSP_YieldShared(); /* kept up to date by the yields below */
     for (unsigned turn = 0;; turn++) {
         int rc = pulc_progress(P);
         if (rc < 0)
@@ -1051,7 +1057,6 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
         moved |= rc;
         if ((turn & 15) == 0) {
             now = mcp_now_ns();
-            shared = PSP_YieldShared();
             /* Traffic moving is not waiting: spin and yield count from when it stops.  A
              * long transfer (4 MiB both ways between two nodes) otherwise slept every
              * PSP_SPIN_US + PSP_YIELD_US and left the firmware to psid's NIC thread. */
@@ -1065,8 +1070,7 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
         if (waited < h->spin_ns && !shared)
             continue; /* spin, unless the CPU is shared: then the spin keeps others off it */
         if (waited < h->spin_ns + h->yield_ns || !port) {
-            PSP_Yield();
-            shared = PSP_YieldShared();
+            shared = PSP_Yield();
             continue;
         }
         if (h->kernel) {
@@ -1084,8 +1088,7 @@ int pulc_wait(struct pulc_proc *P, PSP_Port *port, int (*done)(void *), void *ar
         uint64_t slice = 100000000u; /* re-check every 100 ms anyway */
         int quiet = port_quiet(P, port, seen) && !done(arg);
         if (quiet) { /* the sleepers' fence, then the last look: only when we would sleep */
-            if (pulc_wakefence_sleep() < 0)
-                slice = 1000000u; /* a light sender may not see us: look again soon */
+            slice = fence_for_sleep(slice);
             quiet = port_quiet(P, port, seen) && !done(arg);
         }
         if (quiet) {
@@ -1183,8 +1186,7 @@ int PSP_SleepPort(PSP_Port *port, uint32_t ticket, int timeout_ms)
      * between woke nobody, so after the sleepers' fence look at them again (from the
      * shared area alone). */
     if (__atomic_load_n(&pt->event, __ATOMIC_SEQ_CST) == ticket && ns) {
-        if (pulc_wakefence_sleep() < 0 && ns > 1000000u)
-            ns = 1000000u; /* a light sender may not see us: look again soon */
+        ns = fence_for_sleep(ns);
         if (__atomic_load_n(&pt->event, __ATOMIC_SEQ_CST) == ticket &&
             !pulc_local_ready_shared(P->node.area, port->idx))
             nap_on_event(P, pt, ticket, ns);

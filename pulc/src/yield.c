@@ -83,7 +83,7 @@ static void move_on(void)
                   to);
 }
 
-void PSP_Yield(void)
+int PSP_Yield(void)
 {
     int setting = __atomic_load_n(&move_setting, __ATOMIC_ACQUIRE);
     if (setting < 0) {
@@ -97,7 +97,7 @@ void PSP_Yield(void)
     }
     if (!setting) {
         sched_yield();
-        return;
+        return 0;
     }
     long before = involuntary_switches();
     sched_yield();
@@ -105,7 +105,7 @@ void PSP_Yield(void)
     if (before < 0 || after <= before) {
         if (shared_left)
             shared_left--;
-        return;
+        return shared_left != 0;
     }
     shared_left = SHARED_HOLD;
     uint64_t now = now_ns();
@@ -117,11 +117,11 @@ void PSP_Yield(void)
     }
     unsigned to_move = __atomic_load_n(&switches_to_move, __ATOMIC_RELAXED);
     if (++window_switches < to_move)
-        return;
+        return 1;
     window_switches = 0;
     window_start = now;
     if (last_move_ns && now - last_move_ns < move_gap)
-        return;
+        return 1;
     /* A coin, too: two threads that reach their numbers together would move together
      * (splitmix64 of the pid and the clock; a seed from the pid and a TLS address gave two
      * ranks the same first coin, their addresses sharing the low bits). */
@@ -130,12 +130,13 @@ void PSP_Yield(void)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
     if ((z ^ (z >> 31)) >> 63)
-        return;
+        return 1;
     last_move_ns = now;
     /* Busy windows after a move (every CPU busy: an oversubscribed node) move less and less. */
     move_gap =
         move_gap ? (move_gap * 2 < MOVE_GAP_MAX ? move_gap * 2 : MOVE_GAP_MAX) : MOVE_GAP_MIN;
     move_on();
+    return 1;
 }
 
 int PSP_YieldShared(void)
