@@ -35,7 +35,7 @@ int pulc_wakefence_register(void)
     if (mode && strcmp(mode, "full") == 0)
         return 0;
     if (mode && *mode && strcmp(mode, "light") != 0)
-        PSP_WARN("PSP_WAKE_FENCE=%s: not light or full; using light", mode);
+        PSP_ERROR("PSP_WAKE_FENCE=%s: not light or full; using light", mode);
     if (!kernel_has_barrier())
         return 0;
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) != 0) {

@@ -89,7 +89,11 @@ int PSP_Yield(void)
     if (setting < 0) {
         char err[256];
         uint64_t v;
-        setting = psp_setting_u64("PSP_YIELD_MOVE", 0, 1, &v, err, sizeof err) ? 1 : (int)v;
+        setting = 1;
+        if (psp_setting_u64("PSP_YIELD_MOVE", 0, 1, &v, err, sizeof err))
+            PSP_ERROR("%s; using PSP_YIELD_MOVE=1", err);
+        else
+            setting = (int)v;
         uint64_t z = (uint64_t)getpid() * 0x9e3779b97f4a7c15u;
         __atomic_store_n(&switches_to_move, 4 + (unsigned)((z ^ (z >> 29)) % 32u),
                          __ATOMIC_RELAXED);

@@ -115,4 +115,24 @@ TEST(with_psp_yield_move_0_nobody_moves)
     CHECK_EQ_I64(r.moves, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child moved");
 }
+TEST(a_bad_psp_yield_move_is_reported_and_the_default_used)
+{
+    int fds[2];
+    REQUIRE(pipe(fds) == 0, "pipe");
+    setenv("PSP_YIELD_MOVE", "sometimes", 1);
+    fflush(stderr);
+    int saved = dup(2);
+    REQUIRE(saved >= 0 && dup2(fds[1], 2) == 2, "dup2");
+    PSP_Yield();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fds[1]);
+    char buf[512] = {0};
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    CHECK(n > 0 && strstr(buf, "PSP_YIELD_MOVE=sometimes") && strstr(buf, "using PSP_YIELD_MOVE=1"),
+          "no message about the bad value: '%s'", n > 0 ? buf : "");
+}
+
 TEST_MAIN()
