@@ -2,6 +2,7 @@
  * p2p — point-to-point correctness over the channel, for every size around the eager limit
  * and the PULC boundaries (0 B .. 16 MiB): blocking, expected and unexpected (probed first),
  * synchronous sends, non-contiguous send and receive types, truncation (MPI_ERR_TRUNCATE),
+ * zero-count messages with MPI_DATATYPE_NULL,
  * a non-contiguous message over PULC's 4 GiB - 1 refused by the sender (contiguous ones go:
  * test/mpi/big.c), any-source from all ranks, and a
  * thousand small messages in flight (order).  Every byte is checked.  Rank 0 prints one
@@ -309,6 +310,38 @@ static int flood(void)
     return bad;
 }
 
+/* Zero-count messages with MPI_DATATYPE_NULL (MPICH accepts them; CH3 used to assert) through
+ * every kind of send and receive between neighbours of a ring; each carries its tag. */
+static int datatype_null(void)
+{
+    int bad = 0, to = (rank + 1) % size, from = (rank + size - 1) % size;
+    MPI_Request rq[4];
+    MPI_Status st[4];
+    MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, from, 21, MPI_COMM_WORLD, &rq[0]);
+    MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, from, 22, MPI_COMM_WORLD, &rq[1]);
+    MPI_Isend(NULL, 0, MPI_DATATYPE_NULL, to, 21, MPI_COMM_WORLD, &rq[2]);
+    MPI_Issend(NULL, 0, MPI_DATATYPE_NULL, to, 22, MPI_COMM_WORLD, &rq[3]);
+    if (MPI_Waitall(4, rq, st) != MPI_SUCCESS || st[0].MPI_TAG != 21 || st[1].MPI_TAG != 22)
+        bad = 1;
+    MPI_Status s;
+    int count = -1;
+    if (MPI_Sendrecv(NULL, 0, MPI_DATATYPE_NULL, to, 23, NULL, 0, MPI_DATATYPE_NULL, from, 23,
+                     MPI_COMM_WORLD, &s) != MPI_SUCCESS ||
+        s.MPI_SOURCE != from || MPI_Get_count(&s, MPI_BYTE, &count) != MPI_SUCCESS || count != 0)
+        bad = 1;
+    MPI_Request p[2];
+    MPI_Send_init(NULL, 0, MPI_DATATYPE_NULL, to, 24, MPI_COMM_WORLD, &p[0]);
+    MPI_Recv_init(NULL, 0, MPI_DATATYPE_NULL, from, 24, MPI_COMM_WORLD, &p[1]);
+    for (int k = 0; k < 2; k++) {
+        MPI_Startall(2, p);
+        if (MPI_Waitall(2, p, st) != MPI_SUCCESS || st[1].MPI_TAG != 24)
+            bad = 1;
+    }
+    MPI_Request_free(&p[0]);
+    MPI_Request_free(&p[1]);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -329,6 +362,9 @@ int main(int argc, char **argv)
         too_long());
     bad |= report("MPI_ANY_SOURCE from every rank, order per sender", any_source());
     bad |= report("1000 small messages in flight around a ring", flood());
+    bad |=
+        report("zero-count messages with MPI_DATATYPE_NULL (isend, issend, sendrecv, persistent)",
+               datatype_null());
     MPI_Finalize();
     return bad;
 }
