@@ -22,6 +22,7 @@ mpi_core_sources +=                                        \
     src/mpid/ch3/channels/psport/src/psport_rndv.c         \
     src/mpid/ch3/channels/psport/src/psport_progress.c     \
     src/mpid/ch3/channels/psport/src/psport_dynamic.c      \
+    src/mpid/ch3/channels/psport/src/psport_part.c         \
     src/mpid/ch3/channels/psport/src/psport_win.c
 
 endif BUILD_CH3_PSPORT

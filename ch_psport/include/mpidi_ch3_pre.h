@@ -74,10 +74,11 @@ struct MPIDI_CH3I_Request {
     int psp_rndv;     /* 1: dev.sender_req_id names a sender waiting in psport_rndv.c */
     int32_t rndv_pid; /* the sender's pid and data address, from its RTS */
     uint64_t rndv_addr;
+    void *part; /* partitioned requests (psport_part.c): their state; a round's data: that state */
 };
 
 #define MPIDI_CH3_REQUEST_DECL       struct MPIDI_CH3I_Request ch;
-#define MPIDI_CH3_REQUEST_INIT(req_) ((req_)->ch.psp_rndv = 0)
+#define MPIDI_CH3_REQUEST_INIT(req_) ((req_)->ch.psp_rndv = 0, (req_)->ch.part = NULL)
 
 /* Progress: a waiter is done when the completion count moved. */
 typedef struct MPIDI_CH3I_Progress_state {
