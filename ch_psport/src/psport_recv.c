@@ -58,6 +58,9 @@ typedef struct psport_pkt {
 static psport_pkt_t *pkt_head, *pkt_tail; /* in arrival order */
 static psport_pkt_t *free_pkts;
 static int record_failed; /* the watcher ran out of memory: look at the queue again */
+static int handling;      /* a packet's handler or a receive's completion is running */
+static int direct_made;   /* the watcher handed packets to CH3 itself (see watch) */
+static int direct_errno;  /* the first error of a handler the watcher called */
 
 static psport_take_t *takes, *free_takes;
 static PSP_Request watcher;
@@ -109,9 +112,58 @@ static void pkt_from_wire(const unsigned char *in, size_t n, MPIDI_CH3_Pkt_t *pk
     memcpy(pkt, in, n);
 }
 
+static int iov_filled(MPIDI_VC_t *vc, MPIR_Request *rreq, int *complete);
+
+/* Connections are implicit: a peer that sent to us is connected, even if we never sent to it
+ * (CH3's close protocol at MPI_Finalize expects it active). */
+static void peer_active(MPIDI_VC_t *vc)
+{
+    if (vc->state == MPIDI_VC_STATE_INACTIVE)
+        MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
+}
+
+/*
+ * An eager-short packet (its data inside the packet, no payload) from a local ring, when
+ * nothing of anyone's is waiting to be handled: CH3's handler gets it right here, where it
+ * lies, and the message is gone (PSP_PLACE_TAKEN), with no record, no take and no PULC
+ * request.  The handler only matches, copies and completes (it sends nothing, and the
+ * completion callbacks it may run, RMA's and partitioned requests', send nothing either), so
+ * it does not call PULC from inside PULC's progress.
+ */
+static int direct_short(const PSP_MsgInfo *m, MPIDI_VC_t *vc, const MPIDI_CH3I_Wire_t *w)
+{
+    const unsigned char *in = (const unsigned char *)m->xheader + sizeof *w;
+    size_t n = m->xlen - sizeof *w;
+    int32_t type;
+    if (!m->data || m->len || handling || pkt_head || record_failed || vc->ch.recv_busy ||
+        n < sizeof type)
+        return 0;
+    memcpy(&type, in, sizeof type);
+    if (type != MPIDI_CH3_PKT_EAGERSHORT_SEND)
+        return 0;
+    MPIDI_CH3_Pkt_t pkt;
+    pkt_from_wire(in, n, &pkt);
+    vc->ch.claim_seq++;
+    if (!vc->ch.port)
+        vc->ch.port = m->src;
+    peer_active(vc);
+    intptr_t used = 0;
+    MPIR_Request *rreq = NULL;
+    int mpi_errno = MPIDI_CH3I_pktArray[pkt.type](vc, &pkt, NULL, &used, &rreq);
+    if (!mpi_errno && rreq) { /* (not for eager-short: it completes what it matched) */
+        int complete = 0;
+        mpi_errno = iov_filled(vc, rreq, &complete);
+    }
+    if (mpi_errno && !direct_errno)
+        direct_errno = mpi_errno;
+    direct_made = 1;
+    return 1;
+}
+
 /* The watcher's place callback: record the next packet of each sender, and take a small
- * message at once into a buffer of ours.  Runs inside PULC's progress (area locked): it must
- * not call PULC. */
+ * message at once into a buffer of ours (or hand an eager-short one to CH3 in place:
+ * direct_short).  Runs inside PULC's progress (on the queue path with the area locked): it
+ * must not call PULC. */
 static PSP_Request *watch(const PSP_MsgInfo *m, void *arg, void **buf, uint32_t *len)
 {
     (void)arg;
@@ -122,6 +174,8 @@ static PSP_Request *watch(const PSP_MsgInfo *m, void *arg, void **buf, uint32_t 
     MPIDI_PG_Get_vc(MPIDI_Process.my_pg, w.src_rank, &vc);
     if (w.seq != vc->ch.claim_seq)
         return NULL; /* recorded before */
+    if (direct_short(m, vc, &w))
+        return PSP_PLACE_TAKEN;
     psport_pkt_t *p = free_pkts;
     if (p)
         free_pkts = p->next;
@@ -317,10 +371,7 @@ static int handle(psport_pkt_t *p)
     int mpi_errno = MPI_SUCCESS;
     MPIDI_CH3_Pkt_t *pkt = &p->pkt;
     MPIR_Request *rreq = NULL;
-    /* Connections are implicit: a peer that sent to us is connected, even if we never sent
-     * to it (CH3's close protocol at MPI_Finalize expects it active). */
-    if (p->vc->state == MPIDI_VC_STATE_INACTIVE)
-        MPIDI_CHANGE_VC_STATE(p->vc, ACTIVE);
+    peer_active(p->vc);
     intptr_t buflen = 0; /* the data is still in PULC: handlers set up an iov for it */
     MPIR_ERR_CHKANDJUMP1(pkt->type < 0 || pkt->type >= MPIDI_CH3_PKT_END_ALL ||
                              !MPIDI_CH3I_pktArray[pkt->type],
@@ -371,6 +422,15 @@ int MPIDI_CH3I_Recv_progress(int *made)
     if (!MPIDI_CH3I_port)
         return MPI_SUCCESS;
 
+    /* Packets the watcher handed to CH3 itself (in this pass's PULC progress). */
+    if (direct_made) {
+        direct_made = 0;
+        *made = 1;
+        mpi_errno = direct_errno;
+        direct_errno = MPI_SUCCESS;
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+
     /* Takes that completed. */
     for (psport_take_t **pp = &takes; *pp;) {
         psport_take_t *t = *pp;
@@ -380,7 +440,9 @@ int MPIDI_CH3I_Recv_progress(int *made)
         }
         *pp = t->next;
         *made = 1;
+        handling = 1;
         mpi_errno = take_done(t);
+        handling = 0;
         MPIR_ERR_CHECK(mpi_errno);
         pp = &takes; /* take_done may have posted takes at the head: look again from there */
     }
@@ -406,7 +468,9 @@ int MPIDI_CH3I_Recv_progress(int *made)
         if (pkt_tail == p)
             pkt_tail = prev;
         *made = 1;
+        handling = 1;
         mpi_errno = handle(p);
+        handling = 0;
         p->next = free_pkts;
         free_pkts = p;
         MPIR_ERR_CHECK(mpi_errno);

@@ -85,6 +85,8 @@ typedef struct PSP_MsgInfo {
     uint32_t len;        /* payload bytes as sent */
     uint16_t xlen;       /* extra header bytes */
     const void *xheader; /* the extra header, valid during the callback */
+    const void *data;    /* place callbacks: the whole payload in place (a local ring's message),
+                          * valid during the callback; NULL when it is not at hand */
 } PSP_MsgInfo;
 
 /* Accept callback of PSP_IReceive: nonzero takes the message.  It must not call PSP_*. */
@@ -92,12 +94,14 @@ typedef int (*PSP_AcceptFn)(const PSP_MsgInfo *msg, void *arg);
 
 /*
  * Place callback of PSP_IReceiveEach: a request of the caller's (not posted) that is to take
- * this message into *buf (*len bytes at most), or NULL to leave the message queued.  It must
- * not call PSP_*.
+ * this message into *buf (*len bytes at most), or NULL to leave the message queued, or, only
+ * when msg->data is set, PSP_PLACE_TAKEN: the callback used the message where it lies (its
+ * extra header and msg->data), and it is gone, with no request.  It must not call PSP_*.
  */
 struct PSP_Request;
 typedef struct PSP_Request *(*PSP_PlaceFn)(const PSP_MsgInfo *msg, void *arg, void **buf,
                                            uint32_t *len);
+#define PSP_PLACE_TAKEN ((struct PSP_Request *)1)
 
 /* A request: allocated by the caller, filled by the library; results valid once complete. */
 typedef struct PSP_Request {

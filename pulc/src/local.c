@@ -162,7 +162,8 @@ static PSP_Request *first_posted(PSP_Port *port)
     return NULL;
 }
 
-/* Offer ring message e to the first posted receive; 1 taken (request completed).  Only
+/* Offer ring message e to the first posted receive; 1 taken (request completed, or used in
+ * place by a standing receive's callback: PSP_PLACE_TAKEN).  Only
  * receives that take any message and standing receives are offered here: a place callback is
  * offered queued messages again whenever the queue changes anyway, an accept callback would
  * see the message twice if it passed it by here. */
@@ -172,8 +173,11 @@ static int offer(struct pulc_proc *P, PSP_Port *port, const struct pulc_ring *ri
     PSP_Request *r = first_posted(port);
     if (!r || r->p_accept)
         return 0; /* an accept callback sees it once, in the queue (offered there anyway) */
-    PSP_MsgInfo info = {PSP_PORTID(P->node.node_id, ring->src_port), e->len, e->xlen, e + 1};
+    PSP_MsgInfo info = {PSP_PORTID(P->node.node_id, ring->src_port), e->len, e->xlen, e + 1,
+                        (const uint8_t *)(e + 1) + e->xlen};
     PSP_Request *to = rq_offer(r, port, &info);
+    if (to == PSP_PLACE_TAKEN)
+        return 1; /* used where it lies: the caller consumes the entry */
     if (!to)
         return 0;
     to->src = info.src;

@@ -622,7 +622,7 @@ static int match(struct pulc_area *a, PSP_Port *port, PSP_Request *r)
             pulc_msg_free(a, i);
             continue;
         }
-        PSP_MsgInfo info = {m->src, m->total, m->xlen, m->xhdr};
+        PSP_MsgInfo info = {m->src, m->total, m->xlen, m->xhdr, NULL}; /* data: not at hand */
         PSP_Request *to = rq_offer(r, port, &info);
         if (!to)
             continue;
@@ -860,7 +860,7 @@ int PSP_IProbe(PSP_Port *port, PSP_AcceptFn accept, void *arg, PSP_MsgInfo *info
         struct pulc_msg *m = pulc_msg_at(a, i);
         if (m->flags & (PULC_MSG_CLAIMED | PULC_MSG_ABORTED | PULC_MSG_HIDDEN))
             continue;
-        PSP_MsgInfo mi = {m->src, m->total, m->xlen, m->xhdr};
+        PSP_MsgInfo mi = {m->src, m->total, m->xlen, m->xhdr, NULL};
         if (!accept || accept(&mi, arg)) {
             *info = mi;
             info->xheader = NULL;

@@ -152,8 +152,9 @@ static inline void recv_init(PSP_Request *req, PSP_Port *port, void *xbuf, uint1
 
 /*
  * Offer a message (info) to the posted receive r of port: the request that takes it — r, or
- * for a standing receive the one its place callback gave (initialised here) — or NULL when
- * the receive passes it by.  Queue (port.c) and local rings (local.c) alike.
+ * for a standing receive the one its place callback gave (initialised here), or
+ * PSP_PLACE_TAKEN when the callback used it in place (info->data set) — or NULL when the
+ * receive passes it by.  Queue (port.c) and local rings (local.c) alike.
  */
 static inline PSP_Request *rq_offer(PSP_Request *r, PSP_Port *port, const PSP_MsgInfo *info)
 {
@@ -161,7 +162,9 @@ static inline PSP_Request *rq_offer(PSP_Request *r, PSP_Port *port, const PSP_Ms
         void *buf = NULL;
         uint32_t len = 0;
         PSP_Request *to = r->p_place(info, r->p_arg, &buf, &len);
-        if (to)
+        if (to == PSP_PLACE_TAKEN && !info->data)
+            return NULL; /* not allowed without the data at hand: it stays queued */
+        if (to && to != PSP_PLACE_TAKEN)
             recv_init(to, port, NULL, 0, buf, buf ? len : 0);
         return to;
     }

@@ -822,6 +822,128 @@ TEST(send_now_takes_small_local_messages_in_order_and_declines_the_rest)
     PSP_ClosePort(p);
 }
 
+/* ---- a standing receive that uses ring messages in place (PSP_PLACE_TAKEN) ---- */
+
+#define INPLACE_N 40
+
+struct inplace_state {
+    uint32_t next;    /* the tag due next */
+    int in_place;     /* messages used in place */
+    int without_data; /* offers of a message not at hand (queue path) */
+    int bad;          /* a message out of order, or with wrong content at m->data */
+};
+
+/* Uses every message in place that is at hand (content checked there); answers
+ * PSP_PLACE_TAKEN for the others too, which PULC must not honour: they stay queued. */
+static PSP_Request *place_in_place(const PSP_MsgInfo *m, void *arg, void **buf, uint32_t *len)
+{
+    (void)buf, (void)len;
+    struct inplace_state *st = arg;
+    uint32_t t;
+    if (m->xlen != 4)
+        return NULL;
+    memcpy(&t, m->xheader, 4);
+    if (!m->data) {
+        st->without_data++;
+        return PSP_PLACE_TAKEN;
+    }
+    if (t != st->next || check_content(m->data, t, m->len))
+        st->bad = 1;
+    st->next = t + 1;
+    st->in_place++;
+    return PSP_PLACE_TAKEN;
+}
+
+TEST(standing_receive_uses_ring_messages_in_place_and_never_a_queued_one)
+{
+    int res[2], go[2];
+    REQUIRE(pipe(res) == 0 && pipe(go) == 0, "pipe");
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) { /* tags 0..INPLACE_N-1 small (the ring when it can), then one of 100000 B */
+        close(res[0]);
+        close(go[1]);
+        uint16_t peer = as_sender();
+        PSP_Port *s = open_port(PSP_ANYPORT);
+        ready_wait();
+        PSP_PortId dest = PSP_PORTID(peer, 113);
+        /* A first message, received the usual way: the receiver knows our ring from then on
+         * (what a ring holds when its receiver first sees it goes to the queue). */
+        static uint32_t first = 1000;
+        if (send_retry(s, dest, &first, 4, NULL, 0))
+            _exit(2);
+        char c;
+        if (read(go[0], &c, 1) != 1)
+            _exit(3);
+        static uint8_t b[INPLACE_N + 1][100000];
+        static uint32_t tags[INPLACE_N + 1];
+        uint32_t by_ring = 0;
+        for (uint32_t t = 0; t < INPLACE_N; t++) {
+            uint32_t n = 8 + 4 * t;
+            fill(b[t], t, n);
+            tags[t] = t;
+            int now = by_ring == t ? PSP_SendNow(s, dest, &tags[t], 4, b[t], n) : 0;
+            if (now == 1)
+                by_ring++;
+            else if (send_retry(s, dest, &tags[t], 4, b[t], n))
+                _exit(2);
+        }
+        /* The large one (on one node a direct message: done when the receiver takes it). */
+        PSP_Request big;
+        fill(b[INPLACE_N], INPLACE_N, 100000);
+        tags[INPLACE_N] = INPLACE_N;
+        if (PSP_ISend(s, dest, &tags[INPLACE_N], 4, b[INPLACE_N], 100000, &big))
+            _exit(2);
+        if (write(res[1], &by_ring, sizeof by_ring) != (ssize_t)sizeof by_ring)
+            _exit(3);
+        if (PSP_Wait(&big, 60000))
+            _exit(4);
+        PSP_ClosePort(s);
+        _exit(0);
+    }
+    close(res[1]);
+    close(go[0]);
+    as_receiver();
+    PSP_Port *p = open_port(113);
+    ready_post(1);
+    uint32_t x0 = 0;
+    PSP_Request r0;
+    CHECK_OK(PSP_Receive(p, &x0, 4, NULL, 0, NULL, NULL, &r0));
+    CHECK_EQ_U64(x0, 1000);
+    static struct inplace_state st;
+    PSP_Request each;
+    CHECK_OK(PSP_IReceiveEach(p, place_in_place, &st, &each));
+    REQUIRE(write(go[1], "g", 1) == 1, "go");
+    close(go[1]);
+    uint32_t by_ring = 0;
+    REQUIRE(read(res[0], &by_ring, sizeof by_ring) == (ssize_t)sizeof by_ring, "sender's count");
+    close(res[0]);
+    for (int i = 0; i < 2000 && (st.in_place < (int)by_ring || !st.without_data); i++)
+        PSP_WaitPort(p, 10);
+    CHECK_EQ_I64(st.bad, 0);
+    CHECK_EQ_I64(st.in_place, by_ring); /* every ring message, in order, and nothing else */
+    CHECK_GT_U64(st.without_data, 0);   /* the queued ones were offered, and left */
+    if (peer_is_remote())
+        CHECK_EQ_U64(by_ring, 0);
+    else
+        CHECK_GT_U64(by_ring, 0);
+    CHECK_OK(PSP_Cancel(&each));
+    /* What was not used in place is still queued, in order, whole. */
+    static uint8_t buf[100000];
+    for (uint32_t t = by_ring; t <= INPLACE_N; t++) {
+        uint32_t x = UINT32_MAX;
+        PSP_Request r;
+        REQUIRE(PSP_Receive(p, &x, 4, buf, sizeof buf, NULL, NULL, &r) == 0, "receive %u", t);
+        REQUIRE(x == t, "message %u came where %u was due", x, t);
+        CHECK_EQ_U64(r.len, t < INPLACE_N ? 8 + 4 * t : 100000);
+        CHECK_EQ_I64(check_content(buf, t, r.copied), 0);
+    }
+    PSP_MsgInfo info;
+    CHECK_EQ_I64(PSP_IProbe(p, NULL, NULL, &info), 0); /* nothing twice, nothing left */
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
