@@ -2,7 +2,8 @@
  * p2p — point-to-point correctness over the channel, for every size around the eager limit
  * and the PULC boundaries (0 B .. 16 MiB): blocking, expected and unexpected (probed first),
  * synchronous sends, non-contiguous send and receive types, truncation (MPI_ERR_TRUNCATE),
- * zero-count messages with MPI_DATATYPE_NULL,
+ * zero-count messages with MPI_DATATYPE_NULL, an 8-byte message right behind a larger one (order
+ * with the receiver's early hand-over of eager-short packets),
  * a non-contiguous message over PULC's 4 GiB - 1 refused by the sender (contiguous ones go:
  * test/mpi/big.c), any-source from all ranks, and a
  * thousand small messages in flight (order).  Every byte is checked.  Rank 0 prints one
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static int rank, size;
 static long maxsz = 16l << 20;
@@ -310,6 +312,46 @@ static int flood(void)
     return bad;
 }
 
+/* An eager-short message (8 B) right behind a larger eager one (1000 B) from the same sender
+ * with the same tag, both arriving while the receiver looks away: the first posted receive
+ * must get the larger one (the receiver hands eager-short packets to CH3 early, but only when
+ * nothing before them waits to be handled). Rank 0 sends to rank 1, 50 times. */
+static int short_behind_eager(void)
+{
+    int bad = 0;
+    static char big[1000], small[8], a[1000], b[1000];
+    memset(big, 'A', sizeof big);
+    memset(small, 'B', sizeof small);
+    for (int k = 0; k < 50 && size > 1; k++) {
+        if (rank == 0) {
+            MPI_Recv(NULL, 0, MPI_BYTE, 1, 32, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(big, sizeof big, MPI_CHAR, 1, 31, MPI_COMM_WORLD);
+            MPI_Send(small, sizeof small, MPI_CHAR, 1, 31, MPI_COMM_WORLD);
+        } else if (rank == 1) {
+            MPI_Request rq[2];
+            MPI_Status st[2];
+            memset(a, 0, sizeof a);
+            memset(b, 0, sizeof b);
+            MPI_Irecv(a, sizeof a, MPI_CHAR, 0, 31, MPI_COMM_WORLD, &rq[0]);
+            MPI_Irecv(b, sizeof b, MPI_CHAR, 0, 31, MPI_COMM_WORLD, &rq[1]);
+            MPI_Send(NULL, 0, MPI_BYTE, 0, 32, MPI_COMM_WORLD);
+            usleep(2000); /* both arrive meanwhile */
+            MPI_Waitall(2, rq, st);
+            int na = -1, nb = -1;
+            MPI_Get_count(&st[0], MPI_CHAR, &na);
+            MPI_Get_count(&st[1], MPI_CHAR, &nb);
+            if ((na != (int)sizeof big || nb != (int)sizeof small || a[0] != 'A' || b[0] != 'B') &&
+                !bad) {
+                fprintf(stderr,
+                        "short behind eager, round %d: first receive got %d B, second %d B\n", k,
+                        na, nb);
+                bad = 1; /* (no break: the sender waits for every round's go) */
+            }
+        }
+    }
+    return bad;
+}
+
 /* Zero-count messages with MPI_DATATYPE_NULL (MPICH accepts them; CH3 used to assert) through
  * every kind of send and receive between neighbours of a ring; each carries its tag. */
 static int datatype_null(void)
@@ -362,6 +404,8 @@ int main(int argc, char **argv)
         too_long());
     bad |= report("MPI_ANY_SOURCE from every rank, order per sender", any_source());
     bad |= report("1000 small messages in flight around a ring", flood());
+    bad |= report("an 8-byte message right behind a 1000-byte one goes to the second receive",
+                  short_behind_eager());
     bad |=
         report("zero-count messages with MPI_DATATYPE_NULL (isend, issend, sendrecv, persistent)",
                datatype_null());
