@@ -113,6 +113,7 @@ static void pkt_from_wire(const unsigned char *in, size_t n, MPIDI_CH3_Pkt_t *pk
 }
 
 static int iov_filled(MPIDI_VC_t *vc, MPIR_Request *rreq, int *complete);
+static int feed(MPIDI_VC_t *vc, MPIR_Request *rreq, const char *data, size_t len);
 
 /* Connections are implicit: a peer that sent to us is connected, even if we never sent to it
  * (CH3's close protocol at MPI_Finalize expects it active). */
@@ -123,23 +124,23 @@ static void peer_active(MPIDI_VC_t *vc)
 }
 
 /*
- * An eager-short packet (its data inside the packet, no payload) from a local ring, when
- * nothing of anyone's is waiting to be handled: CH3's handler gets it right here, where it
- * lies, and the message is gone (PSP_PLACE_TAKEN), with no record, no take and no PULC
- * request.  The handler only matches, copies and completes (it sends nothing, and the
- * completion callbacks it may run, RMA's and partitioned requests', send nothing either), so
- * it does not call PULC from inside PULC's progress.
+ * An eager packet from a local ring (eager-short: the data inside the packet; or a plain
+ * eager send, packed: the data in the ring entry, m->data), when nothing of anyone's waits
+ * to be handled: CH3's handler gets it right here, where it lies, and the message is gone
+ * (PSP_PLACE_TAKEN), with no record, no take and no PULC request.  These handlers only match,
+ * copy and complete (synchronous and ready sends, whose handlers answer, are other packet
+ * types; the completion callbacks they may run, RMA's and partitioned requests', send
+ * nothing), so nothing calls PULC from inside PULC's progress.
  */
-static int direct_short(const PSP_MsgInfo *m, MPIDI_VC_t *vc, const MPIDI_CH3I_Wire_t *w)
+static int direct_eager(const PSP_MsgInfo *m, MPIDI_VC_t *vc, const MPIDI_CH3I_Wire_t *w)
 {
     const unsigned char *in = (const unsigned char *)m->xheader + sizeof *w;
     size_t n = m->xlen - sizeof *w;
     int32_t type;
-    if (!m->data || m->len || handling || pkt_head || record_failed || vc->ch.recv_busy ||
-        n < sizeof type)
+    if (!m->data || handling || pkt_head || record_failed || vc->ch.recv_busy || n < sizeof type)
         return 0;
     memcpy(&type, in, sizeof type);
-    if (type != MPIDI_CH3_PKT_EAGERSHORT_SEND)
+    if (!(type == MPIDI_CH3_PKT_EAGERSHORT_SEND && !m->len) && type != MPIDI_CH3I_WIRE_EAGER_PACKED)
         return 0;
     MPIDI_CH3_Pkt_t pkt;
     pkt_from_wire(in, n, &pkt);
@@ -147,12 +148,14 @@ static int direct_short(const PSP_MsgInfo *m, MPIDI_VC_t *vc, const MPIDI_CH3I_W
     if (!vc->ch.port)
         vc->ch.port = m->src;
     peer_active(vc);
-    intptr_t used = 0;
+    char *data = (char *)m->data; /* (handlers take it as void *; they only read it) */
+    intptr_t used = m->len;       /* in: bytes at data; out: bytes the handler consumed */
     MPIR_Request *rreq = NULL;
-    int mpi_errno = MPIDI_CH3I_pktArray[pkt.type](vc, &pkt, NULL, &used, &rreq);
-    if (!mpi_errno && rreq) { /* (not for eager-short: it completes what it matched) */
+    int mpi_errno = MPIDI_CH3I_pktArray[pkt.type](vc, &pkt, m->len ? data : NULL, &used, &rreq);
+    if (!mpi_errno && rreq) { /* CH3 set up an iov for the rest */
         int complete = 0;
-        mpi_errno = iov_filled(vc, rreq, &complete);
+        mpi_errno = used < (intptr_t)m->len ? feed(vc, rreq, data + used, m->len - (size_t)used)
+                                            : iov_filled(vc, rreq, &complete);
     }
     if (mpi_errno && !direct_errno)
         direct_errno = mpi_errno;
@@ -161,8 +164,8 @@ static int direct_short(const PSP_MsgInfo *m, MPIDI_VC_t *vc, const MPIDI_CH3I_W
 }
 
 /* The watcher's place callback: record the next packet of each sender, and take a small
- * message at once into a buffer of ours (or hand an eager-short one to CH3 in place:
- * direct_short).  Runs inside PULC's progress (on the queue path with the area locked): it
+ * message at once into a buffer of ours (or hand an eager one to CH3 in place:
+ * direct_eager).  Runs inside PULC's progress (on the queue path with the area locked): it
  * must not call PULC. */
 static PSP_Request *watch(const PSP_MsgInfo *m, void *arg, void **buf, uint32_t *len)
 {
@@ -174,7 +177,7 @@ static PSP_Request *watch(const PSP_MsgInfo *m, void *arg, void **buf, uint32_t 
     MPIDI_PG_Get_vc(MPIDI_Process.my_pg, w.src_rank, &vc);
     if (w.seq != vc->ch.claim_seq)
         return NULL; /* recorded before */
-    if (direct_short(m, vc, &w))
+    if (direct_eager(m, vc, &w))
         return PSP_PLACE_TAKEN;
     psport_pkt_t *p = free_pkts;
     if (p)

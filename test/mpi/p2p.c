@@ -312,21 +312,30 @@ static int flood(void)
     return bad;
 }
 
-/* An eager-short message (8 B) right behind a larger eager one (1000 B) from the same sender
- * with the same tag, both arriving while the receiver looks away: the first posted receive
- * must get the larger one (the receiver hands eager-short packets to CH3 early, but only when
- * nothing before them waits to be handled). Rank 0 sends to rank 1, 50 times. */
+/* An eager-short message (8 B) right behind another from the same sender with the same tag,
+ * both arriving while the receiver looks away: a 1000-byte one (through the local ring), an
+ * 8000-byte one (queued), or a synchronous 8-byte one (MPI_Issend: its packet is recorded, and
+ * answered later).  The first posted receive must get the first message (the receiver hands
+ * ring packets to CH3 early, but only when nothing before them waits to be handled).  Rank 0
+ * sends to rank 1, 20 times each. */
 static int short_behind_eager(void)
 {
     int bad = 0;
-    static char big[1000], small[8], a[1000], b[1000];
+    static char big[8000], small[8], a[8000], b[8000];
     memset(big, 'A', sizeof big);
     memset(small, 'B', sizeof small);
-    for (int k = 0; k < 50 && size > 1; k++) {
+    for (int k = 0; k < 60 && size > 1; k++) {
+        int kind = k % 3, n = kind == 0 ? 1000 : kind == 1 ? 8000 : 8;
         if (rank == 0) {
+            MPI_Request sync;
             MPI_Recv(NULL, 0, MPI_BYTE, 1, 32, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(big, sizeof big, MPI_CHAR, 1, 31, MPI_COMM_WORLD);
+            if (kind < 2)
+                MPI_Send(big, n, MPI_CHAR, 1, 31, MPI_COMM_WORLD);
+            else
+                MPI_Issend(big, n, MPI_CHAR, 1, 31, MPI_COMM_WORLD, &sync);
             MPI_Send(small, sizeof small, MPI_CHAR, 1, 31, MPI_COMM_WORLD);
+            if (kind == 2)
+                MPI_Wait(&sync, MPI_STATUS_IGNORE);
         } else if (rank == 1) {
             MPI_Request rq[2];
             MPI_Status st[2];
@@ -340,11 +349,11 @@ static int short_behind_eager(void)
             int na = -1, nb = -1;
             MPI_Get_count(&st[0], MPI_CHAR, &na);
             MPI_Get_count(&st[1], MPI_CHAR, &nb);
-            if ((na != (int)sizeof big || nb != (int)sizeof small || a[0] != 'A' || b[0] != 'B') &&
-                !bad) {
+            if ((na != n || nb != (int)sizeof small || a[0] != 'A' || b[0] != 'B') && !bad) {
                 fprintf(stderr,
-                        "short behind eager, round %d: first receive got %d B, second %d B\n", k,
-                        na, nb);
+                        "short behind eager, round %d: first receive got %d B '%c', second %d B "
+                        "'%c'\n",
+                        k, na, a[0], nb, b[0]);
                 bad = 1; /* (no break: the sender waits for every round's go) */
             }
         }
@@ -404,8 +413,9 @@ int main(int argc, char **argv)
         too_long());
     bad |= report("MPI_ANY_SOURCE from every rank, order per sender", any_source());
     bad |= report("1000 small messages in flight around a ring", flood());
-    bad |= report("an 8-byte message right behind a 1000-byte one goes to the second receive",
-                  short_behind_eager());
+    bad |= report(
+        "an 8-byte message right behind a 1000-, 8000- or synchronous 8-byte one goes second",
+        short_behind_eager());
     bad |=
         report("zero-count messages with MPI_DATATYPE_NULL (isend, issend, sendrecv, persistent)",
                datatype_null());
