@@ -149,25 +149,16 @@ static void watch_data(part_t *p, MPIR_Request *d)
         d->dev.request_completed_cb = data_completed;
 }
 
-static int post_data_recv(part_t *p)
+/* Post the round's data operation: the send once every partition is ready, the receive once
+ * the request is started and matched. */
+static int start_data(part_t *p)
 {
     MPIR_Request *d = NULL;
     p->waiting = 0;
-    int mpi_errno = MPID_Irecv(p->buf, p->count, p->datatype, p->peer, data_tag(p->id), p->comm,
-                               coll_offset(p->comm), &d);
-    if (mpi_errno) {
-        round_failed(p, mpi_errno);
-        return mpi_errno;
-    }
-    watch_data(p, d);
-    return MPI_SUCCESS;
-}
-
-static int send_data(part_t *p)
-{
-    MPIR_Request *d = NULL;
-    int mpi_errno = MPID_Isend(p->buf, p->count, p->datatype, p->peer, data_tag(p->id), p->comm,
-                               coll_offset(p->comm), &d);
+    int tag = data_tag(p->id), offset = coll_offset(p->comm);
+    int mpi_errno =
+        p->send ? MPID_Isend(p->buf, p->count, p->datatype, p->peer, tag, p->comm, offset, &d)
+                : MPID_Irecv(p->buf, p->count, p->datatype, p->peer, tag, p->comm, offset, &d);
     if (mpi_errno) {
         round_failed(p, mpi_errno);
         return mpi_errno;
@@ -200,7 +191,7 @@ static int match(part_t *p, const part_hs_t *hs)
         part_destroy(p);
         return MPI_SUCCESS;
     }
-    return p->waiting ? post_data_recv(p) : MPI_SUCCESS;
+    return p->waiting ? start_data(p) : MPI_SUCCESS;
 }
 
 /* A handshake from source on comm: to the oldest receive waiting for one, or kept. */
@@ -498,7 +489,7 @@ int MPIDI_CH3I_Part_start(MPIR_Request *req)
     if (mpi_errno)
         return mpi_errno;
     if (p->matched)
-        return post_data_recv(p);
+        return start_data(p);
     p->waiting = 1; /* posted when the handshake comes (the hook is on while it is due) */
     return MPI_SUCCESS;
 }
@@ -511,7 +502,7 @@ static int mark_ready(part_t *p, int i)
     p->ready_map[i] = 1;
     if (++p->ready < p->partitions || p->peer == MPI_PROC_NULL)
         return MPI_SUCCESS;
-    return send_data(p);
+    return start_data(p);
 }
 
 int MPID_Pready_range(int partition_low, int partition_high, MPIR_Request *sreq)
