@@ -10,7 +10,7 @@
  *
  * Matching.  MPI pairs the n-th partitioned send of a rank with tag t with the n-th
  * partitioned receive for (that rank, t) on the communicator, in the order of the init
- * calls, once for all rounds.  MPI_Psend_init sends a handshake {tag, id, bytes}
+ * calls, once for all rounds.  MPI_Psend_init sends a handshake {tag, id}
  * (PART_TAG_INIT); every MPI_Precv_init posts one receive for a handshake from its source.
  * Handshakes from one rank arrive in its init order, and each goes to the oldest receive of
  * (source, tag) that has none yet, or waits for the next such MPI_Precv_init: the pairs MPI
@@ -29,9 +29,8 @@
 
 /* The handshake as it travels. */
 typedef struct part_hs {
-    int32_t tag;   /* the user's tag */
-    uint32_t id;   /* the sender's id of the pair */
-    int64_t bytes; /* the sender's whole buffer */
+    int32_t tag; /* the user's tag */
+    uint32_t id; /* the sender's id of the pair */
 } part_hs_t;
 
 /* A partitioned request's state (request->ch.part). */
@@ -48,21 +47,18 @@ typedef struct part {
     int partitions;
     int ready;                /* send: partitions marked ready this round */
     unsigned char *ready_map; /* send: which */
-    int listed;               /* receive: in the list waiting for a handshake */
-    int matched;              /* receive: its handshake came (id, bytes) */
+    int listed;               /* receive: in the list waiting for a handshake (not matched yet) */
     int waiting;              /* receive: started before matched; the data receive is posted then */
-    uint32_t id;
-    int64_t bytes;
-    MPIR_Request *hs_req; /* send: the handshake's send, until it is done */
-    part_hs_t hs;         /* send: the handshake (lives until sent) */
-    MPIR_Request *data;   /* this round's data send or receive (a reference of ours) */
+    uint32_t id;              /* the sender's id of the pair (receive: from the handshake) */
+    MPIR_Request *hs_req;     /* send: the handshake's send, until it is done */
+    part_hs_t hs;             /* send: the handshake (lives until sent) */
+    MPIR_Request *data;       /* this round's data send or receive (a reference of ours) */
 } part_t;
 
 /* A handshake receive posted by MPI_Precv_init (in posting order). */
 typedef struct hs_recv {
     struct hs_recv *next;
-    MPIR_Request *req;
-    MPIR_Comm *comm; /* referenced by req */
+    MPIR_Request *req; /* (its comm is the communicator) */
     int source;
     part_hs_t hs;
 } hs_recv_t;
@@ -111,8 +107,6 @@ static void part_destroy(part_t *p)
 static void data_done(part_t *p)
 {
     MPIR_Request *req = p->req, *d = p->data;
-    if (!req)
-        return;
     req->status.MPI_ERROR = d->status.MPI_ERROR;
     if (!p->send) {
         req->status.MPI_SOURCE = d->status.MPI_SOURCE;
@@ -126,8 +120,7 @@ static void data_done(part_t *p)
 /* CH3 calls this when the data request completes (from its free hook). */
 static int data_completed(MPIR_Request *d)
 {
-    if (d->ch.part)
-        data_done(d->ch.part);
+    data_done(d->ch.part);
     return MPI_SUCCESS;
 }
 
@@ -184,9 +177,7 @@ static int match(part_t *p, const part_hs_t *hs)
         unmatched_tail = prev;
     p->next = NULL;
     p->listed = 0;
-    p->matched = 1;
     p->id = hs->id;
-    p->bytes = hs->bytes;
     if (!p->req) { /* freed before its handshake came: the pair is gone */
         part_destroy(p);
         return MPI_SUCCESS;
@@ -229,7 +220,8 @@ static void hook_set(int on)
 }
 
 /* Take the handshakes that arrived, in the order their receives were posted (one sender's
- * arrive in its order: a receive posted earlier is matched earlier). */
+ * arrive in its order: a receive posted earlier is matched earlier).  Also the progress hook,
+ * active while handshake receives are posted. */
 static int take_handshakes(int *made)
 {
     int mpi_errno = MPI_SUCCESS;
@@ -249,7 +241,7 @@ static int take_handshakes(int *made)
         *made = 1;
         int e = r->req->status.MPI_ERROR;
         if (!e && !MPIR_STATUS_GET_CANCEL_BIT(r->req->status))
-            e = deliver(r->comm, r->source, &r->hs);
+            e = deliver(r->req->comm, r->source, &r->hs);
         if (e && !mpi_errno)
             mpi_errno = e;
         MPIR_Request_free(r->req);
@@ -260,12 +252,6 @@ static int take_handshakes(int *made)
     return mpi_errno;
 }
 
-/* The progress hook: active while handshake receives are posted. */
-static int part_progress(int *made)
-{
-    return take_handshakes(made);
-}
-
 static int part_finalize(void *arg);
 
 /* The hook and the clean-up at MPI_Finalize, once. */
@@ -273,7 +259,7 @@ static int setup(void)
 {
     if (hook_id >= 0)
         return MPI_SUCCESS;
-    int mpi_errno = MPIR_Progress_hook_register(part_progress, &hook_id);
+    int mpi_errno = MPIR_Progress_hook_register(take_handshakes, &hook_id);
     if (mpi_errno) {
         hook_id = -1;
         return mpi_errno;
@@ -290,7 +276,6 @@ static int post_handshake_recv(MPIR_Comm *comm, int source)
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
                                     MPI_ERR_OTHER, "**nomem", 0);
     r->next = NULL;
-    r->comm = comm;
     r->source = source;
     r->req = NULL;
     int mpi_errno = MPID_Irecv(&r->hs, sizeof r->hs, MPI_BYTE, source, PART_TAG_INIT, comm,
@@ -388,9 +373,6 @@ static int part_new(void *buf, int partitions, MPI_Count count, MPI_Datatype dat
         MPIR_Datatype_ptr_add_ref(p->dt_ptr);
     }
     p->partitions = partitions;
-    MPI_Aint size;
-    MPIR_Datatype_get_size_macro(datatype, size);
-    p->bytes = (int64_t)size * p->count;
     *request = req;
 fn_fail:
     return mpi_errno;
@@ -405,7 +387,7 @@ int MPID_Psend_init(const void *buf, int partitions, MPI_Count count, MPI_Dataty
         return mpi_errno;
     part_t *p = (*request)->ch.part;
     p->id = next_id++;
-    p->hs = (part_hs_t){tag, p->id, p->bytes};
+    p->hs = (part_hs_t){tag, p->id};
     mpi_errno = MPID_Isend(&p->hs, sizeof p->hs, MPI_BYTE, dest, PART_TAG_INIT, comm,
                            coll_offset(comm), &p->hs_req);
     if (mpi_errno) {
@@ -488,7 +470,7 @@ int MPIDI_CH3I_Part_start(MPIR_Request *req)
     int mpi_errno = take_handshakes(&made);
     if (mpi_errno)
         return mpi_errno;
-    if (p->matched)
+    if (!p->listed)
         return start_data(p);
     p->waiting = 1; /* posted when the handshake comes (the hook is on while it is due) */
     return MPI_SUCCESS;

@@ -115,6 +115,14 @@ static void pkt_from_wire(const unsigned char *in, size_t n, MPIDI_CH3_Pkt_t *pk
 static int iov_filled(MPIDI_VC_t *vc, MPIR_Request *rreq, int *complete);
 static int feed(MPIDI_VC_t *vc, MPIR_Request *rreq, const char *data, size_t len);
 
+/* Message m of vc is recorded or handled: its next one is due. */
+static void claimed(MPIDI_VC_t *vc, const PSP_MsgInfo *m)
+{
+    vc->ch.claim_seq++;
+    if (!vc->ch.port)
+        vc->ch.port = m->src; /* spares a business card lookup to answer it */
+}
+
 /* Connections are implicit: a peer that sent to us is connected, even if we never sent to it
  * (CH3's close protocol at MPI_Finalize expects it active). */
 static void peer_active(MPIDI_VC_t *vc)
@@ -144,9 +152,7 @@ static int direct_eager(const PSP_MsgInfo *m, MPIDI_VC_t *vc, const MPIDI_CH3I_W
         return 0;
     MPIDI_CH3_Pkt_t pkt;
     pkt_from_wire(in, n, &pkt);
-    vc->ch.claim_seq++;
-    if (!vc->ch.port)
-        vc->ch.port = m->src;
+    claimed(vc, m);
     peer_active(vc);
     char *data = (char *)m->data; /* (handlers take it as void *; they only read it) */
     intptr_t used = m->len;       /* in: bytes at data; out: bytes the handler consumed */
@@ -198,9 +204,7 @@ static PSP_Request *watch(const PSP_MsgInfo *m, void *arg, void **buf, uint32_t 
     p->len = m->len;
     p->bounce = NULL;
     pkt_from_wire((const unsigned char *)m->xheader + sizeof w, m->xlen - sizeof w, &p->pkt);
-    vc->ch.claim_seq++;
-    if (!vc->ch.port)
-        vc->ch.port = m->src; /* spares a business card lookup to answer it */
+    claimed(vc, m);
     if (m->len > MPIDI_CH3I_BOUNCE_MAX)
         return NULL;
     /* Without memory the message stays queued and is taken the long way. */
