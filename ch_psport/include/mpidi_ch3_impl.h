@@ -103,6 +103,17 @@ void MPIDI_CH3I_Recv_finalize(void);
 /* Finish data receives, hand recorded packets to CH3 in order per sender. */
 int MPIDI_CH3I_Recv_progress(int *made);
 
+/*
+ * Between two passes of a spinning blocking wait (no send or rendezvous of ours in progress):
+ * hand what our port's local rings hold to the watcher, and nothing else, until something
+ * came or a pass is due (packets recorded, an event on the port, traffic with other nodes:
+ * PSP_TakeLocal), at most RECV_LOOKS times.  Why: a pass that finds nothing costs ~440
+ * instructions, and a message arriving during one waited on average half of that before the
+ * ring was looked at, then for the rest of the pass after its handler had completed the
+ * receive; a look is a few loads.  MPI error code (a handler's, as Recv_progress reports it).
+ */
+int MPIDI_CH3I_Recv_look(void);
+
 /* ---- psport_rndv.c ---- */
 
 /* Read the rendezvous settings (PSP_RNDV_CHUNK): 0, or -1 with the reason in err. */
@@ -125,6 +136,9 @@ int MPIDI_CH3I_Pkt_done(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr
 
 /* Complete rendezvous receives whose rawdata has all arrived. */
 int MPIDI_CH3I_Rndv_progress(int *made);
+
+/* Rendezvous receives of ours whose data is still arriving (a pass must finish them). */
+int MPIDI_CH3I_Rndv_pending(void);
 
 /* ---- RMA: no shared-memory windows in this channel ---- */
 #define MPIDI_CH3I_SHM_MUTEX_LOCK(win_ptr)

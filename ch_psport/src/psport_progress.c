@@ -5,6 +5,9 @@
  * completes — spinning first (waking a sleeping process costs ~38 us on this kind of
  * machine, a poll ~1 us), then yielding the processor, then sleeping in PULC until something
  * arrives for our port (PSP_SPIN_US, PSP_YIELD_US: co-scheduling as in pulc/README.md).
+ * While spinning it looks at the local rings alone between passes (MPIDI_CH3I_Recv_look), so
+ * a message from a rank on this node is handled as it comes; MPICH's hooks and the NIC still
+ * run at every pass, at most 32 looks apart.
  * With MPI_THREAD_MULTIPLE a waiter never sleeps holding MPICH's global lock: it yields the
  * lock between passes, so other threads' calls get in and their completions wake it.  Only
  * one thread of a process polls that way; the others wait on a condition variable until it
@@ -265,6 +268,13 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state *state)
              * the peer it waits for only keeps that peer off it by spinning: on one node
              * osu_mbw_mr ran at 4.6 MB/s so), yield. */
             shared = PSP_Yield();
+        } else if (MPIDI_CH3I_port && !MPIDI_CH3I_Send_pending() && !MPIDI_CH3I_Rndv_pending()) {
+            /* Spinning: look at the local rings alone until something comes (a pass is
+             * MPIDI_CH3I_Recv_look's reason); what it took may have been ours. */
+            mpi_errno = MPIDI_CH3I_Recv_look();
+            MPIR_ERR_CHECK(mpi_errno);
+            if (state->ch.completion_count != MPIDI_CH3I_progress_completion_count)
+                break;
         }
     }
 fn_fail:

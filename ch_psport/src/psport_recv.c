@@ -423,6 +423,24 @@ fn_fail:
     return mpi_errno;
 }
 
+/* Looks of MPIDI_CH3I_Recv_look before a pass is due: 32 measured best (8-byte ping-pong on
+ * one node, 4 alternating runs: 94-96 ns one way, 95-98 with 8 or 128 looks). */
+#define RECV_LOOKS 32
+
+int MPIDI_CH3I_Recv_look(void)
+{
+    if (takes || pkt_head || record_failed)
+        return MPI_SUCCESS; /* a pass has work */
+    for (int k = 0; k < RECV_LOOKS && PSP_TakeLocal(MPIDI_CH3I_port) == 0; k++)
+        ;
+    if (!direct_made)
+        return MPI_SUCCESS;
+    direct_made = 0; /* as Recv_progress: the completions counted, an error is reported now */
+    int mpi_errno = direct_errno;
+    direct_errno = MPI_SUCCESS;
+    return mpi_errno;
+}
+
 int MPIDI_CH3I_Recv_progress(int *made)
 {
     int mpi_errno = MPI_SUCCESS;

@@ -338,6 +338,11 @@ int MPIDI_CH3I_Pkt_done(MPIDI_VC_t *vc, MPIDI_CH3_Pkt_t *pkt, void *data, intptr
     return MPID_Request_complete(sreq);
 }
 
+int MPIDI_CH3I_Rndv_pending(void)
+{
+    return raw_recvs != NULL;
+}
+
 int MPIDI_CH3I_Rndv_progress(int *made)
 {
     int mpi_errno = MPI_SUCCESS;

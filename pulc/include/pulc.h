@@ -207,6 +207,18 @@ int PSP_SleepPort(PSP_Port *port, uint32_t ticket, int timeout_ms);
 void PSP_WakePort(PSP_Port *port);
 
 /*
+ * PSP_TakeLocal: a spinning waiter's look between progress passes.  Offers what the port's
+ * local rings hold to its first posted receive, as a pass does, and does nothing else.
+ * Returns 1 when it took something (a pass may be due as well), 0 when the rings are empty
+ * and a pass would find nothing more, -1 when a pass is due instead: an event on the port (a
+ * queued message, an error), a ring message the first receive does not take, a send of this
+ * process queued, rawdata registered, traffic with other nodes lately (a pass runs the NIC
+ * then), the kernel module's NIC, or no PSP_Init.  Why: a pass looks at everything, and a
+ * message that arrives during one waits for the next; a look costs a few loads.
+ */
+int PSP_TakeLocal(PSP_Port *port);
+
+/*
  * PSP_Yield: what a polling waiter calls instead of sched_yield() (PULC's own waits do).  It
  * yields and returns PSP_YieldShared().  When the yields keep handing the CPU to another task
  * (another rank polling on the same CPU), it moves the calling thread to the next CPU of its

@@ -1172,6 +1172,20 @@ int PSP_PortIdle(PSP_Port *port, uint32_t *ticket)
     return 1;
 }
 
+int PSP_TakeLocal(PSP_Port *port)
+{
+    struct pulc_proc *P = &proc;
+    if (!P->node.area || P->h->kernel || P->nic_busy || P->raw_regs || P->rsend_head ||
+        P->lsend_head || !port->nrx_rings)
+        return -1;
+    struct pulc_port *pt = pulc_port_at(P->node.area, port->idx);
+    if (__atomic_load_n(&pt->event, __ATOMIC_ACQUIRE) != port->seen_event)
+        return -1;
+    uint32_t before = port->activity; /* counts the ring messages taken */
+    int left = pulc_local_take(P, port);
+    return port->activity != before ? 1 : left ? -1 : 0;
+}
+
 int PSP_SleepPort(PSP_Port *port, uint32_t ticket, int timeout_ms)
 {
     /* Only the shared area is touched here (the port's event and sleeper count, the NIC's

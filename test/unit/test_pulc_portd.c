@@ -5,8 +5,8 @@
  * taking a later message first, a standing receive placing each message, cancel, truncation,
  * probe, the errors a sender gets, PSP_SleepPort's three ends (timeout, wake, message), the
  * local rings (order with queued messages, a full ring, a sleeping receiver woken, a
- * receiver's port closed and reopened, PSP_SendNow), and when a send between nodes leaves: at
- * its post (PSP_Send, PSP_TX_AT_POST) or later.
+ * receiver's port closed and reopened, PSP_SendNow, PSP_TakeLocal), and when a send between nodes
+ * leaves: at its post (PSP_Send, PSP_TX_AT_POST) or later.
  *
  * Each test runs receivers and senders in processes of their own (forked, each with its own
  * PSP_Init).  A process attaches to the node whose psid socket it uses, so with
@@ -940,6 +940,129 @@ TEST(standing_receive_uses_ring_messages_in_place_and_never_a_queued_one)
     }
     PSP_MsgInfo info;
     CHECK_EQ_I64(PSP_IProbe(p, NULL, NULL, &info), 0); /* nothing twice, nothing left */
+    CHECK_EQ_I64(reap(pid), 0);
+    PSP_ClosePort(p);
+}
+
+#define LOOK_N 3
+
+/* PSP_TakeLocal until it says something (1 or -1), for at most 10 s. */
+static int take_local_until_said(PSP_Port *p)
+{
+    for (int i = 0; i < 1000000; i++) {
+        int t = PSP_TakeLocal(p);
+        if (t)
+            return t;
+        if (i % 1000 == 999)
+            usleep(10);
+    }
+    return 0;
+}
+
+TEST(take_local_takes_ring_messages_alone_and_leaves_the_rest_to_a_pass)
+{
+    int res[2], go[2];
+    REQUIRE(pipe(res) == 0 && pipe(go) == 0, "pipe");
+    ready_make();
+    pid_t pid = fork();
+    if (pid == 0) { /* LOOK_N small messages (the ring on one node), then one of 100000 B */
+        close(res[0]);
+        close(go[1]);
+        uint16_t peer = as_sender();
+        PSP_Port *s = open_port(PSP_ANYPORT);
+        ready_wait();
+        PSP_PortId dest = PSP_PORTID(peer, 114);
+        static uint32_t first = 1000; /* received the usual way: the receiver lists our ring */
+        if (send_retry(s, dest, &first, 4, NULL, 0))
+            _exit(2);
+        char c;
+        if (read(go[0], &c, 1) != 1)
+            _exit(3);
+        static uint8_t b[LOOK_N + 1][100000];
+        static uint32_t tags[LOOK_N + 1];
+        uint32_t by_ring = 0;
+        for (uint32_t t = 0; t < LOOK_N; t++) {
+            fill(b[t], t, 8 + t);
+            tags[t] = t;
+            if (PSP_SendNow(s, dest, &tags[t], 4, b[t], 8 + t) == 1)
+                by_ring++;
+            else if (send_retry(s, dest, &tags[t], 4, b[t], 8 + t))
+                _exit(2);
+        }
+        if (write(res[1], &by_ring, sizeof by_ring) != (ssize_t)sizeof by_ring ||
+            read(go[0], &c, 1) != 1)
+            _exit(3);
+        PSP_Request big;
+        fill(b[LOOK_N], LOOK_N, 100000);
+        tags[LOOK_N] = LOOK_N;
+        if (PSP_ISend(s, dest, &tags[LOOK_N], 4, b[LOOK_N], 100000, &big))
+            _exit(2);
+        if (write(res[1], "s", 1) != 1) /* posted: its event is bumped */
+            _exit(3);
+        if (PSP_Wait(&big, 60000))
+            _exit(4);
+        PSP_ClosePort(s);
+        _exit(0);
+    }
+    close(res[1]);
+    close(go[0]);
+    as_receiver();
+    PSP_Port *p = open_port(114);
+    ready_post(1);
+    uint32_t x0 = 0;
+    PSP_Request r0;
+    CHECK_OK(PSP_Receive(p, &x0, 4, NULL, 0, NULL, NULL, &r0));
+    CHECK_EQ_U64(x0, 1000);
+    PSP_Progress(); /* what the first message left to do */
+    /* Between nodes (no rings; a pass runs the NIC) and with the kernel module's NIC (its
+     * device turn is a pass's) a look always asks for a pass. */
+    int remote = peer_is_remote(), pass_only = remote || pulc_hal_self()->kernel;
+    CHECK_EQ_I64(PSP_TakeLocal(p), pass_only ? -1 : 0); /* else nothing there, nothing due */
+    uint32_t x = UINT32_MAX;
+    static uint8_t buf[100000];
+    PSP_Request r;
+    CHECK_OK(PSP_IReceive(p, &x, 4, buf, sizeof buf, NULL, NULL, &r));
+    REQUIRE(write(go[1], "g", 1) == 1, "go");
+    uint32_t by_ring = 0;
+    REQUIRE(read(res[0], &by_ring, sizeof by_ring) == (ssize_t)sizeof by_ring, "sender's count");
+    CHECK_EQ_U64(by_ring, remote ? 0 : LOOK_N);
+    if (!pass_only) {
+        /* The look alone completes the posted receive with the first message... */
+        int said = take_local_until_said(p);
+        REQUIRE(said == 1, "PSP_TakeLocal said %d, not 1 (taken)", said);
+        REQUIRE(PSP_IsComplete(&r), "the receive is not complete");
+        CHECK_EQ_U64(x, 0);
+        CHECK_EQ_U64(r.len, 8);
+        CHECK_EQ_I64(check_content(buf, 0, r.copied), 0);
+        /* ...and with no receive posted, the next ring message is a pass's to queue. */
+        CHECK_EQ_I64(PSP_TakeLocal(p), -1);
+    } else {
+        CHECK_EQ_I64(PSP_TakeLocal(p), -1);
+        CHECK_OK(PSP_Wait(&r, 10000));
+        CHECK_EQ_U64(x, 0);
+    }
+    for (uint32_t t = 1; t < LOOK_N; t++) { /* the rest, in order, the usual way */
+        x = UINT32_MAX;
+        REQUIRE(PSP_Receive(p, &x, 4, buf, sizeof buf, NULL, NULL, &r) == 0, "receive %u", t);
+        CHECK_EQ_U64(x, t);
+        CHECK_EQ_U64(r.len, 8 + t);
+        CHECK_EQ_I64(check_content(buf, t, r.copied), 0);
+    }
+    PSP_Progress();
+    CHECK_EQ_I64(PSP_TakeLocal(p), pass_only ? -1 : 0);
+    /* A queued message (too large for a ring) is never a look's: its event asks for a pass. */
+    REQUIRE(write(go[1], "g", 1) == 1, "go");
+    close(go[1]);
+    char c;
+    REQUIRE(read(res[0], &c, 1) == 1, "sender posted");
+    close(res[0]);
+    if (!pass_only)
+        CHECK_EQ_I64(take_local_until_said(p), -1);
+    x = UINT32_MAX;
+    REQUIRE(PSP_Receive(p, &x, 4, buf, sizeof buf, NULL, NULL, &r) == 0, "the large one");
+    CHECK_EQ_U64(x, LOOK_N);
+    CHECK_EQ_U64(r.len, 100000);
+    CHECK_EQ_I64(check_content(buf, LOOK_N, r.copied), 0);
     CHECK_EQ_I64(reap(pid), 0);
     PSP_ClosePort(p);
 }
