@@ -854,6 +854,52 @@ static PSP_Request *place_in_place(const PSP_MsgInfo *m, void *arg, void **buf, 
     return PSP_PLACE_TAKEN;
 }
 
+/* A ring test's sender: attach, open a port, wait until the receiver's port `number` is open
+ * and send it a first message (1000) the usual way: the receiver lists our ring from then on
+ * (what a ring holds when its receiver first sees it goes to the queue).  Exits on errors. */
+static PSP_Port *ring_sender(int number, PSP_PortId *dest)
+{
+    uint16_t peer = as_sender();
+    PSP_Port *s = open_port(PSP_ANYPORT);
+    ready_wait();
+    *dest = PSP_PORTID(peer, number);
+    static uint32_t first = 1000;
+    if (send_retry(s, *dest, &first, 4, NULL, 0))
+        _exit(2);
+    return s;
+}
+
+/* A ring test's sender, at its end: message `tag` of 100000 B to dest (on one node a direct
+ * message), then `say` to fd once it is posted; exits when the receiver took it. */
+static void send_large_and_exit(PSP_Port *s, PSP_PortId dest, uint8_t *b, uint32_t *tag, int fd,
+                                const void *say, size_t n)
+{
+    PSP_Request big;
+    fill(b, *tag, 100000);
+    if (PSP_ISend(s, dest, tag, 4, b, 100000, &big))
+        _exit(2);
+    if (write(fd, say, n) != (ssize_t)n)
+        _exit(3);
+    if (PSP_Wait(&big, 60000))
+        _exit(4);
+    PSP_ClosePort(s);
+    _exit(0);
+}
+
+/* A ring test's receiver: attach, open port `number`, let the sender go and take its first
+ * message. */
+static PSP_Port *ring_receiver(int number)
+{
+    as_receiver();
+    PSP_Port *p = open_port(number);
+    ready_post(1);
+    uint32_t x0 = 0;
+    PSP_Request r0;
+    CHECK_OK(PSP_Receive(p, &x0, 4, NULL, 0, NULL, NULL, &r0));
+    CHECK_EQ_U64(x0, 1000);
+    return p;
+}
+
 TEST(standing_receive_uses_ring_messages_in_place_and_never_a_queued_one)
 {
     int res[2], go[2];
@@ -863,15 +909,8 @@ TEST(standing_receive_uses_ring_messages_in_place_and_never_a_queued_one)
     if (pid == 0) { /* tags 0..INPLACE_N-1 small (the ring when it can), then one of 100000 B */
         close(res[0]);
         close(go[1]);
-        uint16_t peer = as_sender();
-        PSP_Port *s = open_port(PSP_ANYPORT);
-        ready_wait();
-        PSP_PortId dest = PSP_PORTID(peer, 113);
-        /* A first message, received the usual way: the receiver knows our ring from then on
-         * (what a ring holds when its receiver first sees it goes to the queue). */
-        static uint32_t first = 1000;
-        if (send_retry(s, dest, &first, 4, NULL, 0))
-            _exit(2);
+        PSP_PortId dest;
+        PSP_Port *s = ring_sender(113, &dest);
         char c;
         if (read(go[0], &c, 1) != 1)
             _exit(3);
@@ -888,28 +927,13 @@ TEST(standing_receive_uses_ring_messages_in_place_and_never_a_queued_one)
             else if (send_retry(s, dest, &tags[t], 4, b[t], n))
                 _exit(2);
         }
-        /* The large one (on one node a direct message: done when the receiver takes it). */
-        PSP_Request big;
-        fill(b[INPLACE_N], INPLACE_N, 100000);
-        tags[INPLACE_N] = INPLACE_N;
-        if (PSP_ISend(s, dest, &tags[INPLACE_N], 4, b[INPLACE_N], 100000, &big))
-            _exit(2);
-        if (write(res[1], &by_ring, sizeof by_ring) != (ssize_t)sizeof by_ring)
-            _exit(3);
-        if (PSP_Wait(&big, 60000))
-            _exit(4);
-        PSP_ClosePort(s);
-        _exit(0);
+        tags[INPLACE_N] = INPLACE_N; /* the large one, done when the receiver takes it */
+        send_large_and_exit(s, dest, b[INPLACE_N], &tags[INPLACE_N], res[1], &by_ring,
+                            sizeof by_ring);
     }
     close(res[1]);
     close(go[0]);
-    as_receiver();
-    PSP_Port *p = open_port(113);
-    ready_post(1);
-    uint32_t x0 = 0;
-    PSP_Request r0;
-    CHECK_OK(PSP_Receive(p, &x0, 4, NULL, 0, NULL, NULL, &r0));
-    CHECK_EQ_U64(x0, 1000);
+    PSP_Port *p = ring_receiver(113);
     static struct inplace_state st;
     PSP_Request each;
     CHECK_OK(PSP_IReceiveEach(p, place_in_place, &st, &each));
@@ -968,13 +992,8 @@ TEST(take_local_takes_ring_messages_alone_and_leaves_the_rest_to_a_pass)
     if (pid == 0) { /* LOOK_N small messages (the ring on one node), then one of 100000 B */
         close(res[0]);
         close(go[1]);
-        uint16_t peer = as_sender();
-        PSP_Port *s = open_port(PSP_ANYPORT);
-        ready_wait();
-        PSP_PortId dest = PSP_PORTID(peer, 114);
-        static uint32_t first = 1000; /* received the usual way: the receiver lists our ring */
-        if (send_retry(s, dest, &first, 4, NULL, 0))
-            _exit(2);
+        PSP_PortId dest;
+        PSP_Port *s = ring_sender(114, &dest);
         char c;
         if (read(go[0], &c, 1) != 1)
             _exit(3);
@@ -992,27 +1011,12 @@ TEST(take_local_takes_ring_messages_alone_and_leaves_the_rest_to_a_pass)
         if (write(res[1], &by_ring, sizeof by_ring) != (ssize_t)sizeof by_ring ||
             read(go[0], &c, 1) != 1)
             _exit(3);
-        PSP_Request big;
-        fill(b[LOOK_N], LOOK_N, 100000);
-        tags[LOOK_N] = LOOK_N;
-        if (PSP_ISend(s, dest, &tags[LOOK_N], 4, b[LOOK_N], 100000, &big))
-            _exit(2);
-        if (write(res[1], "s", 1) != 1) /* posted: its event is bumped */
-            _exit(3);
-        if (PSP_Wait(&big, 60000))
-            _exit(4);
-        PSP_ClosePort(s);
-        _exit(0);
+        tags[LOOK_N] = LOOK_N; /* "s" once posted: its event is bumped by then */
+        send_large_and_exit(s, dest, b[LOOK_N], &tags[LOOK_N], res[1], "s", 1);
     }
     close(res[1]);
     close(go[0]);
-    as_receiver();
-    PSP_Port *p = open_port(114);
-    ready_post(1);
-    uint32_t x0 = 0;
-    PSP_Request r0;
-    CHECK_OK(PSP_Receive(p, &x0, 4, NULL, 0, NULL, NULL, &r0));
-    CHECK_EQ_U64(x0, 1000);
+    PSP_Port *p = ring_receiver(114);
     PSP_Progress(); /* what the first message left to do */
     /* Between nodes (no rings; a pass runs the NIC) and with the kernel module's NIC (its
      * device turn is a pass's) a look always asks for a pass. */
