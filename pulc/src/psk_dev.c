@@ -136,7 +136,8 @@ static void attach_error(const struct pulc_hal *h, const char *path, int e, char
 }
 
 /* Table sizes for the module's area of size bytes: PSP_AREA_PORTS and PSP_AREA_MESSAGES as
- * set, and as many fragments as fit (at most PSP_AREA_FRAGMENTS).  0 or -EINVAL. */
+ * set, the rings within a quarter of it, and as many fragments as fit (at most
+ * PSP_AREA_FRAGMENTS).  0 or -EINVAL. */
 static int area_cfg(size_t size, uint32_t frag_size, struct pulc_area_cfg *cfg, char *err,
                     size_t errlen)
 {
@@ -147,6 +148,10 @@ static int area_cfg(size_t size, uint32_t frag_size, struct pulc_area_cfg *cfg, 
         psp_setting_u64("PSP_AREA_RINGS", 0, 4096, &rings, err, errlen) ||
         psp_setting_u64("PSP_AREA_RING_BYTES", 1024, 1u << 24, &ring_bytes, err, errlen))
         return -EINVAL;
+    /* The module's area has a fixed size (area_mb): its rings get at most a quarter of it,
+     * smaller ones when PSP_AREA_RING_BYTES would take more, so the fragments keep the rest. */
+    while (rings && ring_bytes > 1024 && rings * ring_bytes > size / 4)
+        ring_bytes /= 2;
     cfg->rings = (uint32_t)rings;
     cfg->ring_bytes = (uint32_t)ring_bytes;
     cfg->ports = (uint32_t)ports;

@@ -653,6 +653,15 @@ TEST(send_to_missing_port_or_node_is_an_error)
 
 /* ---- local rings (lring.h) ---- */
 
+/* The ring tests' sizes (ring_len) straddle a ring limit of 4096 bytes, so that a sender's
+ * messages take all three ways: the ring, the queue behind a ticket, direct behind a ticket
+ * (the default limit is above PSP_LOCAL_DIRECT: no ring message would go the second way).
+ * Set before any process of this program attaches; a PSP_LOCAL_RING_MAX given wins. */
+__attribute__((constructor)) static void ring_limit_for_the_ring_tests(void)
+{
+    setenv("PSP_LOCAL_RING_MAX", "4096", 0);
+}
+
 /* Sizes cycling through ring messages (up to PSP_LOCAL_RING_MAX), queued ones with a ticket
  * (fragments) and direct ones with a ticket. */
 static uint32_t ring_len(uint32_t i)
