@@ -313,19 +313,19 @@ static int flood(void)
 }
 
 /* An eager-short message (8 B) right behind another from the same sender with the same tag,
- * both arriving while the receiver looks away: a 1000-byte one (through the local ring), an
- * 8000-byte one (queued), or a synchronous 8-byte one (MPI_Issend: its packet is recorded, and
- * answered later).  The first posted receive must get the first message (the receiver hands
- * ring packets to CH3 early, but only when nothing before them waits to be handled).  Rank 0
- * sends to rank 1, 20 times each. */
+ * both arriving while the receiver looks away: a 1000-byte one (through the local ring), a
+ * 100000-byte one (queued: above what a ring takes, PSP_LOCAL_RING_MAX), or a synchronous
+ * 8-byte one (MPI_Issend: its packet is recorded, and answered later).  The first posted receive
+ * must get the first message (the receiver hands ring packets to CH3 early, but only when nothing
+ * before them waits to be handled).  Rank 0 sends to rank 1, 20 times each. */
 static int short_behind_eager(void)
 {
     int bad = 0;
-    static char big[8000], small[8], a[8000], b[8000];
+    static char big[100000], small[8], a[100000], b[100000];
     memset(big, 'A', sizeof big);
     memset(small, 'B', sizeof small);
     for (int k = 0; k < 60 && size > 1; k++) {
-        int kind = k % 3, n = kind == 0 ? 1000 : kind == 1 ? 8000 : 8;
+        int kind = k % 3, n = kind == 0 ? 1000 : kind == 1 ? 100000 : 8;
         if (rank == 0) {
             MPI_Request sync;
             MPI_Recv(NULL, 0, MPI_BYTE, 1, 32, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -414,7 +414,7 @@ int main(int argc, char **argv)
     bad |= report("MPI_ANY_SOURCE from every rank, order per sender", any_source());
     bad |= report("1000 small messages in flight around a ring", flood());
     bad |= report(
-        "an 8-byte message right behind a 1000-, 8000- or synchronous 8-byte one goes second",
+        "an 8-byte message right behind a 1000-, 100000- or synchronous 8-byte one goes second",
         short_behind_eager());
     bad |=
         report("zero-count messages with MPI_DATATYPE_NULL (isend, issend, sendrecv, persistent)",
