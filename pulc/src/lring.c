@@ -149,62 +149,6 @@ unsigned pulc_ring_repair(struct pulc_area *a)
     return moved;
 }
 
-/* pulc_ring_room, inlined into pulc_ring_put (an exported function is not). */
-static inline int ring_room(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint32_t size)
-{
-    struct pulc_ring *r = pulc_ring_at(a, i);
-    uint32_t cap = a->cfg.ring_bytes;
-    uint64_t head = r->head;
-    uint32_t to_end = cap - (uint32_t)(head & (cap - 1));
-    uint64_t need = size <= to_end ? size : (uint64_t)to_end + size;
-    if (tail_seen && head + need - *tail_seen <= cap)
-        return 1;
-    uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-    if (tail_seen)
-        *tail_seen = tail;
-    return head + need - tail <= cap;
-}
-
-int pulc_ring_room(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint32_t size)
-{
-    return ring_room(a, i, tail_seen, size);
-}
-
-int pulc_ring_put(struct pulc_area *a, uint32_t i, uint64_t *tail_seen, uint8_t kind,
-                  uint32_t msg_id, const void *xhdr, uint16_t xlen, const void *data, uint32_t len,
-                  uint32_t ticket)
-{
-    struct pulc_ring *r = pulc_ring_at(a, i);
-    uint32_t cap = a->cfg.ring_bytes, size = pulc_rent_size(xlen, len);
-    if (!ring_room(a, i, tail_seen, size))
-        return 0;
-    uint8_t *base = pulc_ring_data(a, i);
-    uint64_t head = r->head;
-    uint32_t off = (uint32_t)(head & (cap - 1));
-    if (size > cap - off) { /* an entry never wraps: pad to the end */
-        struct pulc_rent *pad = (struct pulc_rent *)(base + off);
-        pad->size = cap - off;
-        pad->kind = PULC_RENT_PAD;
-        __atomic_store_n(&pad->stamp, pulc_rent_stamp(r, head), __ATOMIC_RELEASE);
-        head += cap - off;
-        off = 0;
-    }
-    struct pulc_rent *e = (struct pulc_rent *)(base + off);
-    e->size = size;
-    e->kind = kind;
-    e->proto = PSP_PORT_D;
-    e->xlen = xlen;
-    e->len = kind == PULC_RENT_TICKET ? ticket : len;
-    e->msg_id = msg_id;
-    if (xlen)
-        memcpy(e + 1, xhdr, xlen);
-    if (len)
-        memcpy((uint8_t *)(e + 1) + xlen, data, len);
-    __atomic_store_n(&e->stamp, pulc_rent_stamp(r, head), __ATOMIC_RELEASE);
-    __atomic_store_n(&r->head, head + size, __ATOMIC_RELEASE);
-    return 1;
-}
-
 /* Lines pulc_ring_claim_ahead claims: the reader's hardware prefetcher and the sender's next
  * entries decide it; 2 and 3 lines past head measured best (osu_mbw_mr, cores far apart). */
 #define CLAIM_FIRST 2u
