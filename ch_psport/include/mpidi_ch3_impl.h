@@ -15,6 +15,8 @@
 #include "mpidimpl.h"
 #include "pulc.h"
 
+#include <string.h>
+
 /*
  * What precedes every CH3 packet in the PULC extra header: the sender's rank in the process
  * group and its per-destination sequence number (the receive side records messages of a
@@ -41,6 +43,31 @@ typedef struct MPIDI_CH3I_Wire {
 
 /* The longest extra header: wire header + a whole CH3 packet (PULC takes up to 256 B). */
 #define MPIDI_CH3I_XHDR_MAX (sizeof(MPIDI_CH3I_Wire_t) + sizeof(MPIDI_CH3_Pkt_t))
+
+/* Copy n bytes, at most 16 (an eager-short message's data), without a call: two possibly
+ * overlapping moves of 8, 4 or 1 bytes.  memcpy of an unknown small size is a library call
+ * that cost a tenth of the channel's work per message of osu_mbw_mr's receiver. */
+static inline void MPIDI_CH3I_Copy_short(void *restrict to, const void *restrict from, size_t n)
+{
+    unsigned char *d = to;
+    const unsigned char *s = from;
+    if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    }
+}
 
 /* This process's endpoint (NULL in a job of one process, which talks to nobody). */
 extern PSP_Port *MPIDI_CH3I_port;

@@ -131,6 +131,111 @@ static void peer_active(MPIDI_VC_t *vc)
         MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
 }
 
+/* A found receive gets an eager-short message's data_sz bytes at data, as CH3's handler
+ * gives them: straight into a contiguous buffer that takes them all, else unpacked (and a
+ * buffer too small for them marks the status truncated). */
+static void short_to_user(MPIR_Request *rreq, const unsigned char *data, intptr_t data_sz)
+{
+    int dt_contig;
+    MPI_Aint dt_true_lb;
+    intptr_t userbuf_sz, n = data_sz;
+    MPIR_Datatype *dt_ptr;
+    MPIDI_Datatype_get_info(rreq->dev.user_count, rreq->dev.datatype, dt_contig, userbuf_sz, dt_ptr,
+                            dt_true_lb);
+    (void)dt_ptr;
+    if (data_sz > userbuf_sz) {
+        rreq->status.MPI_ERROR = MPIR_Err_create_code(
+            MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__, MPI_ERR_TRUNCATE, "**truncate",
+            "**truncate %d %d %d %d", rreq->status.MPI_SOURCE, rreq->status.MPI_TAG, (int)data_sz,
+            (int)userbuf_sz);
+        MPIR_STATUS_SET_COUNT(rreq->status, userbuf_sz);
+        n = userbuf_sz;
+    }
+    if (dt_contig && n == data_sz) {
+        MPIDI_CH3I_Copy_short(MPIR_get_contig_ptr(rreq->dev.user_buf, dt_true_lb), data, (size_t)n);
+    } else {
+        MPI_Aint unpacked;
+        MPIR_Typerep_unpack(data, data_sz, rreq->dev.user_buf, rreq->dev.user_count,
+                            rreq->dev.datatype, 0, &unpacked);
+        if (unpacked != data_sz) {
+            MPIR_STATUS_SET_COUNT(rreq->status, unpacked);
+            if (data_sz <= userbuf_sz) /* (else truncated, said above) */
+                MPIR_ERR_SETSIMPLE(rreq->status.MPI_ERROR, MPI_ERR_TYPE, "**dtypemismatch");
+        }
+    }
+    rreq->dev.OnDataAvail = NULL;
+}
+
+/*
+ * An eager-short packet (its data, at most MPIDI_EAGER_SHORT_SIZE bytes, inside it) read where
+ * it lies, n bytes at in (CH3's layout, cut after the data: pkt_to_wire): what CH3's
+ * MPIDI_CH3_PktHandler_EagerShortSend does, without the packet first rebuilt in full for it
+ * and its data copied byte by byte.  The matched receive completes, or the message waits as
+ * unexpected with its data in a buffer of its own, as CH3 keeps it.  Why: a stream of small
+ * MPI_Isend's (osu_mbw_mr) is limited by the receiver's work per message.
+ */
+static int eagershort_in(const unsigned char *in, size_t n)
+{
+    int mpi_errno = MPI_SUCCESS;
+    const size_t data_at = offsetof(MPIDI_CH3_Pkt_eagershort_send_t, data);
+    MPIDI_Message_match match;
+    intptr_t data_sz = -1;
+    if (n >= data_at) {
+        memcpy(&match, in + offsetof(MPIDI_CH3_Pkt_eagershort_send_t, match), sizeof match);
+        memcpy(&data_sz, in + offsetof(MPIDI_CH3_Pkt_eagershort_send_t, data_sz), sizeof data_sz);
+    }
+    if (data_sz < 0 || data_sz > MPIDI_EAGER_SHORT_SIZE || (size_t)data_sz > n - data_at)
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
+                                    "**invalidpkt", "**invalidpkt %d",
+                                    MPIDI_CH3_PKT_EAGERSHORT_SEND);
+    const unsigned char *data = in + data_at;
+    int found;
+    MPID_THREAD_CS_ENTER(POBJ, MPIR_THREAD_POBJ_MSGQ_MUTEX);
+    MPIR_Request *rreq = MPIDI_CH3U_Recvq_FDP_or_AEU(&match, &found);
+    MPIR_ERR_CHKANDJUMP1(!rreq, mpi_errno, MPI_ERR_OTHER, "**nomemreq", "**nomemuereq %d",
+                         MPIDI_CH3U_Recvq_count_unexp());
+    if (!found && MPIR_cc_get(rreq->cc) == 0)
+        goto fn_exit; /* its communicator was revoked: the message is dropped, as CH3 does */
+    rreq->status.MPI_SOURCE = match.parts.rank;
+    rreq->status.MPI_TAG = match.parts.tag;
+    MPIR_STATUS_SET_COUNT(rreq->status, data_sz);
+    rreq->dev.recv_data_sz = data_sz;
+    MPIDI_Request_set_msg_type(rreq, MPIDI_REQUEST_EAGER_MSG);
+    if (data_sz > 0 && found) {
+        short_to_user(rreq, data, data_sz);
+    } else if (data_sz > 0) { /* unexpected: matched later, then unpacked from tmpbuf */
+        rreq->dev.tmpbuf = MPL_malloc(data_sz, MPL_MEM_BUFFER);
+        MPIR_ERR_CHKANDJUMP(!rreq->dev.tmpbuf, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        rreq->dev.tmpbuf_sz = data_sz;
+        MPIDI_CH3I_Copy_short(rreq->dev.tmpbuf, data, (size_t)data_sz);
+        rreq->dev.OnDataAvail = MPIDI_CH3_ReqHandler_UnpackUEBufComplete;
+        rreq->dev.recv_pending_count = 1; /* all data is here (CH3's count starts at 2) */
+    }
+    mpi_errno = MPID_Request_complete(rreq);
+fn_exit:
+fn_fail:
+    MPID_THREAD_CS_EXIT(POBJ, MPIR_THREAD_POBJ_MSGQ_MUTEX);
+    return mpi_errno;
+}
+
+/* A packed eager-send packet (n bytes at in) with its data in the ring entry (m->data): to
+ * CH3's handler, and the data through the iov it sets up when it does not take it at once. */
+static int packed_eager_in(MPIDI_VC_t *vc, const PSP_MsgInfo *m, const unsigned char *in, size_t n)
+{
+    MPIDI_CH3_Pkt_t pkt;
+    pkt_from_wire(in, n, &pkt);
+    char *data = (char *)m->data; /* (handlers take it as void *; they only read it) */
+    intptr_t used = m->len;       /* in: bytes at data; out: bytes the handler consumed */
+    MPIR_Request *rreq = NULL;
+    int mpi_errno = MPIDI_CH3I_pktArray[pkt.type](vc, &pkt, m->len ? data : NULL, &used, &rreq);
+    if (!mpi_errno && rreq) { /* CH3 set up an iov for the rest */
+        int complete = 0;
+        mpi_errno = used < (intptr_t)m->len ? feed(vc, rreq, data + used, m->len - (size_t)used)
+                                            : iov_filled(vc, rreq, &complete);
+    }
+    return mpi_errno;
+}
+
 /*
  * An eager packet from a local ring (eager-short: the data inside the packet; or a plain
  * eager send, packed: the data in the ring entry, m->data), when nothing of anyone's waits
@@ -150,19 +255,10 @@ static int direct_eager(const PSP_MsgInfo *m, MPIDI_VC_t *vc, const MPIDI_CH3I_W
     memcpy(&type, in, sizeof type);
     if (!(type == MPIDI_CH3_PKT_EAGERSHORT_SEND && !m->len) && type != MPIDI_CH3I_WIRE_EAGER_PACKED)
         return 0;
-    MPIDI_CH3_Pkt_t pkt;
-    pkt_from_wire(in, n, &pkt);
     claimed(vc, m);
     peer_active(vc);
-    char *data = (char *)m->data; /* (handlers take it as void *; they only read it) */
-    intptr_t used = m->len;       /* in: bytes at data; out: bytes the handler consumed */
-    MPIR_Request *rreq = NULL;
-    int mpi_errno = MPIDI_CH3I_pktArray[pkt.type](vc, &pkt, m->len ? data : NULL, &used, &rreq);
-    if (!mpi_errno && rreq) { /* CH3 set up an iov for the rest */
-        int complete = 0;
-        mpi_errno = used < (intptr_t)m->len ? feed(vc, rreq, data + used, m->len - (size_t)used)
-                                            : iov_filled(vc, rreq, &complete);
-    }
+    int mpi_errno = type == MPIDI_CH3_PKT_EAGERSHORT_SEND ? eagershort_in(in, n)
+                                                          : packed_eager_in(vc, m, in, n);
     if (mpi_errno && !direct_errno)
         direct_errno = mpi_errno;
     direct_made = 1;

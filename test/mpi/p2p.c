@@ -2,6 +2,7 @@
  * p2p — point-to-point correctness over the channel, for every size around the eager limit
  * and the PULC boundaries (0 B .. 16 MiB): blocking, expected and unexpected (probed first),
  * synchronous sends, non-contiguous send and receive types, truncation (MPI_ERR_TRUNCATE),
+ * messages of up to 16 bytes into a short or non-contiguous receive, posted or unexpected,
  * zero-count messages with MPI_DATATYPE_NULL, an 8-byte message right behind a larger one (order
  * with the receiver's early hand-over of eager-short packets),
  * a non-contiguous message over PULC's 4 GiB - 1 refused by the sender (contiguous ones go:
@@ -210,6 +211,73 @@ static int truncation(void)
     return bad;
 }
 
+/*
+ * Messages of at most 16 bytes (eager-short: their data inside the packet, matched where they
+ * lie on one node) into receives that are not a plain contiguous buffer big enough, posted
+ * before the message comes and after it (probed first): 12 bytes into 5 (MPI_ERR_TRUNCATE,
+ * count 5, the 5 that fit delivered, nothing past them) and 3 ints into every other int of
+ * a vector (the gaps untouched).
+ */
+static int short_edges(void)
+{
+    int bad = 0;
+    MPI_Datatype vec;
+    MPI_Type_vector(3, 1, 2, MPI_INT, &vec);
+    MPI_Type_commit(&vec);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    for (int peer = 1; peer < size; peer++) {
+        for (int posted = 1; posted >= 0; posted--) {
+            if (rank == peer) {
+                unsigned char s[12];
+                int v[3] = {11 * peer, 22 * peer, 33 * peer};
+                fill(s, 500 + peer, 12);
+                if (posted) /* rank 0's receives are posted */
+                    MPI_Recv(NULL, 0, MPI_BYTE, 0, 30, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(s, 12, MPI_BYTE, 0, 31, MPI_COMM_WORLD);
+                MPI_Send(v, 3, MPI_INT, 0, 32, MPI_COMM_WORLD);
+            } else if (rank == 0) {
+                unsigned char r[12];
+                int w[6];
+                memset(r, 0xee, sizeof r);
+                for (int k = 0; k < 6; k++)
+                    w[k] = -7;
+                MPI_Request q[2];
+                MPI_Status st[2];
+                if (!posted) { /* both arrive first and wait as unexpected */
+                    MPI_Probe(peer, 31, MPI_COMM_WORLD, &st[0]);
+                    MPI_Probe(peer, 32, MPI_COMM_WORLD, &st[1]);
+                }
+                MPI_Irecv(r, 5, MPI_BYTE, peer, 31, MPI_COMM_WORLD, &q[0]);
+                MPI_Irecv(w, 1, vec, peer, 32, MPI_COMM_WORLD, &q[1]);
+                if (posted)
+                    MPI_Send(NULL, 0, MPI_BYTE, peer, 30, MPI_COMM_WORLD);
+                /* one at a time: MPICH's MPI_Waitall leaves the requests after a failed one
+                 * pending (MPI_ERR_PENDING) */
+                int rc = MPI_Wait(&q[0], &st[0]), cls = -1, cnt = -1;
+                MPI_Error_class(rc, &cls);
+                MPI_Get_count(&st[0], MPI_BYTE, &cnt);
+                rc = MPI_Wait(&q[1], &st[1]);
+                int gaps = w[1] == -7 && w[3] == -7 && w[5] == -7;
+                int ints = w[0] == 11 * peer && w[2] == 22 * peer && w[4] == 33 * peer;
+                int data = bad_at(r, 500 + peer, 5) < 0 && r[5] == 0xee;
+                if (cls != MPI_ERR_TRUNCATE || cnt != 5 || !data || rc != MPI_SUCCESS || !ints ||
+                    !gaps) {
+                    fprintf(stderr,
+                            "short_edges from %d (%s): truncation class %d count %d data %s, "
+                            "vector %d: ints %s, gaps %s\n",
+                            peer, posted ? "posted" : "unexpected", cls, cnt,
+                            data ? "right" : "wrong", rc, ints ? "right" : "wrong",
+                            gaps ? "untouched" : "written");
+                    bad = 1;
+                }
+            }
+        }
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Type_free(&vec);
+    return bad;
+}
+
 /* A non-contiguous message longer than a PULC message (4 GiB - 1: it goes as one, packed) is
  * refused on the sender's own call, MPI_Send and MPI_Isend alike, with MPI_ERR_COUNT; nothing
  * reaches the receiver, which posts no receive (before, the sender's RTS went out and both
@@ -408,6 +476,8 @@ int main(int argc, char **argv)
     bad |= report(name, pairs());
     bad |= report("non-contiguous send and receive datatypes", noncontig());
     bad |= report("truncated receives report MPI_ERR_TRUNCATE", truncation());
+    bad |= report("16 bytes or less into a short or non-contiguous receive, posted or not",
+                  short_edges());
     bad |= report(
         "a non-contiguous message over 4 GiB - 1 refused on the sender's call (MPI_ERR_COUNT)",
         too_long());
