@@ -335,6 +335,40 @@ fn_fail:
     return mpi_errno;
 }
 
+int MPIDI_CH3I_Send_short(MPIDI_VC_t *vc, int type, const void *buf, intptr_t data_sz, int rank,
+                          int tag, int context_id, MPIR_Request **sreq_p)
+{
+    struct {
+        MPIDI_CH3I_Wire_t wire;
+        MPIDI_CH3_Pkt_eagershort_send_t pkt;
+    } x;
+    _Static_assert(offsetof(__typeof__(x), pkt) == sizeof(MPIDI_CH3I_Wire_t),
+                   "the packet follows the wire header directly");
+    const size_t data_at = offsetof(MPIDI_CH3_Pkt_eagershort_send_t, data);
+    MPIR_Assert(data_sz >= 0 && data_sz <= MPIDI_EAGER_SHORT_SIZE);
+    *sreq_p = NULL;
+    memset(&x.pkt, 0, data_at); /* the padding too: it goes on the wire */
+    x.pkt.type = type;
+    x.pkt.match.parts.rank = (MPIDI_Rank_t)rank;
+    x.pkt.match.parts.tag = tag;
+    x.pkt.match.parts.context_id = (MPIR_Context_id_t)context_id;
+    x.pkt.data_sz = data_sz;
+    MPIDI_CH3I_Copy_short(x.pkt.data, buf, (size_t)data_sz);
+    /* A rank on this node whose port is known: through the ring at once (what
+     * MPIDI_CH3I_Send does for any packet, with the packet cut after its data: pkt_to_wire). */
+    if (vc->ch.port && MPIDI_CH3I_port) {
+        x.wire.seq = vc->ch.send_seq;
+        x.wire.src_rank = MPIDI_Process.my_pg_rank;
+        uint16_t xlen = (uint16_t)(sizeof x.wire + data_at + (size_t)data_sz);
+        if (PSP_SendNow(MPIDI_CH3I_port, vc->ch.port, &x, xlen, NULL, 0) == 1) {
+            vc->ch.send_seq++;
+            return MPI_SUCCESS;
+        }
+    }
+    struct iovec iov = {&x.pkt, sizeof x.pkt};
+    return MPIDI_CH3I_Send(vc, NULL, &iov, 1, sreq_p);
+}
+
 int MPIDI_CH3I_Send_raw(MPIDI_VC_t *vc, MPIR_Request *sreq, const PSP_RawHandle *h, const void *buf,
                         uint32_t len)
 {
