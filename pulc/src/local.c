@@ -224,7 +224,7 @@ int pulc_local_take(struct pulc_proc *P, PSP_Port *port)
             msgs++;
             bytes += e->len;
             port->activity++;
-            __atomic_store_n(&ring->tail, ring->tail + e->size, __ATOMIC_RELEASE);
+            pulc_ring_consume(a, i, e);
         }
         if (!e && (__atomic_load_n(&ring->closed, __ATOMIC_ACQUIRE) & PULC_RING_SENDER_CLOSED))
             left = 1; /* drained and its sender gone: close it under the lock */

@@ -191,16 +191,6 @@ void pulc_ring_claim_ahead(struct pulc_area *a, uint32_t i, uint64_t tail_seen)
 }
 #endif
 
-/* The entry at the reader's position if its writer published it (its stamp), else NULL. */
-static const struct pulc_rent *published(struct pulc_ring *r, uint8_t *data, uint32_t cap,
-                                         uint64_t tail)
-{
-    const struct pulc_rent *e = (const struct pulc_rent *)(data + (tail & (cap - 1)));
-    if (__atomic_load_n(&e->stamp, __ATOMIC_ACQUIRE) != pulc_rent_stamp(r, tail))
-        return NULL;
-    return e;
-}
-
 const struct pulc_rent *pulc_ring_peek(struct pulc_area *a, uint32_t i)
 {
     struct pulc_ring *r = pulc_ring_at(a, i);
@@ -208,11 +198,8 @@ const struct pulc_rent *pulc_ring_peek(struct pulc_area *a, uint32_t i)
     uint8_t *data = pulc_ring_data(a, i);
     uint64_t tail = r->tail;
     const struct pulc_rent *e;
-    while ((e = published(r, data, cap, tail)) != NULL) {
-        uint32_t off = (uint32_t)(tail & (cap - 1));
-        if (e->size < PULC_RENT_ALIGN || e->size % PULC_RENT_ALIGN || e->size > cap - off ||
-            (e->kind != PULC_RENT_PAD && e->kind != PULC_RENT_TICKET &&
-             pulc_rent_size(e->xlen, e->len) != e->size)) {
+    while ((e = pulc_rent_published(r, data, cap, tail)) != NULL) {
+        if (!pulc_rent_sound(e, (uint32_t)(tail & (cap - 1)), cap)) {
             uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
             PSP_ERROR("local ring %u: broken entry at %llu (size %u): ring dropped", i,
                       (unsigned long long)tail, e->size);
@@ -225,12 +212,6 @@ const struct pulc_rent *pulc_ring_peek(struct pulc_area *a, uint32_t i)
         __atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
     }
     return NULL;
-}
-
-void pulc_ring_consume(struct pulc_area *a, uint32_t i, const struct pulc_rent *e)
-{
-    struct pulc_ring *r = pulc_ring_at(a, i);
-    __atomic_store_n(&r->tail, r->tail + e->size, __ATOMIC_RELEASE);
 }
 
 void pulc_ring_unpend(struct pulc_area *a, struct pulc_msg *m)

@@ -207,29 +207,49 @@ void pulc_ring_claim_ahead(struct pulc_area *a, uint32_t r, uint64_t tail_seen);
  */
 const struct pulc_rent *pulc_ring_peek(struct pulc_area *a, uint32_t r);
 
-/*
- * Receiver: the message entry at position tail of ring r (data: its bytes, cap: their size),
- * when one is published there whole and sound; NULL for anything else (nothing yet, a pad, a
- * ticket, a broken entry: pulc_ring_peek decides those).  Inline: it is the one look per
- * message of a receiver draining a stream (osu_mbw_mr's receiver called pulc_ring_peek and
- * pulc_ring_consume once per message, about 65 of its 950 instructions).
- */
+/* Receiver: the entry at byte position pos of ring r (data: the ring's bytes, cap: their
+ * count) when its stamp says it is published there, else NULL. */
 static inline const struct pulc_rent *
-pulc_ring_msg_at(const struct pulc_ring *r, const uint8_t *data, uint32_t cap, uint64_t tail)
+pulc_rent_published(const struct pulc_ring *r, const uint8_t *data, uint32_t cap, uint64_t pos)
 {
-    uint32_t off = (uint32_t)(tail & (cap - 1));
-    const struct pulc_rent *e = (const struct pulc_rent *)(data + off);
-    if (__atomic_load_n(&e->stamp, __ATOMIC_ACQUIRE) != pulc_rent_stamp(r, tail))
-        return NULL;
-    /* size equal to what xlen and len take: a multiple of the alignment, header included */
-    if (e->kind != PULC_RENT_MSG || e->size > cap - off ||
-        pulc_rent_size(e->xlen, e->len) != e->size)
+    const struct pulc_rent *e = (const struct pulc_rent *)(data + (pos & (cap - 1)));
+    if (__atomic_load_n(&e->stamp, __ATOMIC_ACQUIRE) != pulc_rent_stamp(r, pos))
         return NULL;
     return e;
 }
 
-/* Receiver: done with entry e of ring r (its bytes may be written again). */
-void pulc_ring_consume(struct pulc_area *a, uint32_t r, const struct pulc_rent *e);
+/* Receiver: whether a published entry at offset off of a ring of cap bytes is sound: a size
+ * that is a multiple of the alignment and ends inside the ring, and for a message exactly what
+ * its xlen and len take (anything else is a writer that scribbled). */
+static inline int pulc_rent_sound(const struct pulc_rent *e, uint32_t off, uint32_t cap)
+{
+    return e->size >= PULC_RENT_ALIGN && e->size % PULC_RENT_ALIGN == 0 && e->size <= cap - off &&
+           (e->kind == PULC_RENT_PAD || e->kind == PULC_RENT_TICKET ||
+            pulc_rent_size(e->xlen, e->len) == e->size);
+}
+
+/*
+ * Receiver: the message entry at position tail of ring r (data, cap as above), when one is
+ * published there and sound; NULL for anything else (nothing yet, a pad, a ticket, a broken
+ * entry: pulc_ring_peek decides those).  Inline: it is the one look per message of a receiver
+ * draining a stream (osu_mbw_mr's receiver called pulc_ring_peek and pulc_ring_consume once
+ * per message, about 65 of its 950 instructions).
+ */
+static inline const struct pulc_rent *
+pulc_ring_msg_at(const struct pulc_ring *r, const uint8_t *data, uint32_t cap, uint64_t tail)
+{
+    const struct pulc_rent *e = pulc_rent_published(r, data, cap, tail);
+    if (!e || e->kind != PULC_RENT_MSG || !pulc_rent_sound(e, (uint32_t)(tail & (cap - 1)), cap))
+        return NULL;
+    return e;
+}
+
+/* Receiver: done with entry e of ring i (its bytes may be written again). */
+static inline void pulc_ring_consume(struct pulc_area *a, uint32_t i, const struct pulc_rent *e)
+{
+    struct pulc_ring *r = pulc_ring_at(a, i);
+    __atomic_store_n(&r->tail, r->tail + e->size, __ATOMIC_RELEASE);
+}
 
 /* A message that came through a ring leaves it behind (claimed, or freed unclaimed): the
  * ring's pending count drops (caller holds the area lock). */
